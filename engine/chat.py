@@ -1,0 +1,65 @@
+"""Chat messages -> prompt text with the model's own chat template (tools included where it has them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jinja2 import TemplateError
+from transformers import PreTrainedTokenizerBase
+
+from engine.errors import PromptError
+
+Message = dict[str, Any]
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def validate_messages(messages: Sequence[Message]) -> None:
+    if not messages:
+        raise PromptError("empty prompt: the message list has no messages")
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ROLES:
+            raise PromptError(
+                f"message {i} must be a dict whose role is one of {', '.join(ROLES)}; got {m!r:.80}"
+            )
+        if not isinstance(m.get("content"), str) and not m.get("tool_calls"):
+            raise PromptError(f"message {i} ({m['role']}) has no text content and no tool calls")
+
+
+def supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
+    template = tokenizer.chat_template
+    return isinstance(template, str) and "tools" in template
+
+
+def tools_text(tools: Sequence[dict[str, Any]]) -> str:
+    """Tool definitions as plain text, for templates that have no tool section of their own."""
+    lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return f"\n\n# Tools\n\nYou may call these functions. Their JSON signatures:\n{lines}"
+
+
+def render_text(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    **template_options: Any,
+) -> str:
+    """The exact prompt text the model sees. Tools go through the template's own tool format; a
+    template without one gets them appended to the system message (one is added if there is none)."""
+    validate_messages(messages)
+    if not tokenizer.chat_template:
+        raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
+    msgs = [dict(m) for m in messages]
+    if tools and not supports_tools(tokenizer):
+        if msgs[0]["role"] != "system":
+            msgs.insert(0, {"role": "system", "content": ""})
+        msgs[0]["content"] = (msgs[0]["content"] + tools_text(tools)).lstrip("\n")
+        tools = None
+    try:
+        return tokenizer.apply_chat_template(
+            msgs, tools=list(tools) if tools else None, tokenize=False,
+            add_generation_prompt=add_generation_prompt, **template_options,
+        )  # fmt: skip
+    except (TemplateError, TypeError, KeyError) as e:
+        raise PromptError(f"the chat template rejected these messages: {e}") from None

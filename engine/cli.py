@@ -1,0 +1,34 @@
+"""Shared command-line plumbing: the model/device/cache flags, and one-line errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from engine.errors import EngineError
+
+
+def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = None) -> None:
+    parser.add_argument("--model", default=default_model, required=default_model is None,
+                        help="HF folder, hub id, .gguf file, smollm2-135m, or synthetic:<preset>")  # fmt: skip
+    parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
+    parser.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16 or float16")
+    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
+    parser.add_argument("--cache-tokens", type=int, default=None, help="KV cache capacity in tokens")
+    parser.add_argument("--cache-gb", type=float, default=None, help="KV cache capacity in GiB")
+
+
+def engine_options(args: argparse.Namespace) -> dict:
+    return {"block_size": args.block_size, "cache_tokens": args.cache_tokens, "cache_gb": args.cache_gb}
+
+
+def run(main: Callable[[list[str] | None], int], argv: list[str] | None = None) -> None:
+    """Call main; an EngineError becomes one line on stderr and exit status 2."""
+    try:
+        sys.exit(main(argv))
+    except EngineError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

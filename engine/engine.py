@@ -1,0 +1,262 @@
+"""`Engine`: prefill with prefix-cache reuse, then decode, for one request at a time.
+
+A request: look up the longest cached block prefix of the prompt, compute only the rest at its true
+positions (attending to the cached K/V), publish the newly filled blocks, then decode token by token,
+publishing each block as it fills, so the next turn of a conversation reuses the answer too.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from engine.block_manager import BlockManager
+from engine.chat import Message, render_text
+from engine.devices import default_cache_bytes, device_description, dtype_name, now
+from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
+from engine.kv_cache import KVCache, StepContext
+from engine.model import Decoder
+from engine.outputs import Generation, Timing, Usage
+from engine.sampling import sample
+from engine.sequence import Sequence as Seq
+from engine.sources import ModelSource
+
+Prompt = str | Sequence[Message] | Sequence[int]
+
+
+class Engine:
+    def __init__(
+        self,
+        source: ModelSource,
+        model: Decoder,
+        tokenizer: PreTrainedTokenizerBase | None,
+        device: torch.device,
+        dtype: torch.dtype,
+        *,
+        block_size: int = 16,
+        cache_tokens: int | None = None,
+        cache_gb: float | None = None,
+        cache: bool = True,
+        prefill_chunk: int = 4096,
+    ) -> None:
+        self.source, self.model, self.config = source, model, source.config
+        self._tokenizer = tokenizer
+        self.device, self.dtype = device, dtype
+        self.cache_enabled = cache
+        self.prefill_chunk = prefill_chunk
+        nbytes = (
+            None
+            if cache_tokens is not None
+            else int(cache_gb * 2**30)
+            if cache_gb
+            else default_cache_bytes(device)
+        )
+        num_blocks = KVCache.blocks_for_budget(
+            self.config, block_size, dtype, tokens=cache_tokens, nbytes=nbytes
+        )
+        namespace = f"{source.digest}:{dtype_name(dtype)}".encode()
+        self.blocks = BlockManager(num_blocks, block_size, namespace)
+        self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)
+
+    # ---- identity -------------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        if self._tokenizer is None:
+            raise TokenizerMissingError(
+                f"{self.source.model_id} has no tokenizer files; use token ids, or add tokenizer.json to the folder"
+            )
+        return self._tokenizer
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """What every result records about the model and machine it came from."""
+        import transformers
+
+        return {
+            "model": self.source.model_id,
+            "source": self.source.kind,
+            "synthetic_weights": self.source.synthetic,
+            "weights_digest": self.source.digest,
+            "arch": self.config.arch,
+            "dtype": dtype_name(self.dtype),
+            "device": str(self.device),
+            "device_name": device_description(self.device),
+            "block_size": self.blocks.block_size,
+            "cache_tokens": self.blocks.num_blocks * self.blocks.block_size,
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "python": platform.python_version(),
+        }
+
+    # ---- prompts --------------------------------------------------------------------------------
+    def render(
+        self, messages: Sequence[Message], tools: Sequence[dict] | None = None, **template_options: Any
+    ) -> list[int]:
+        """Token ids of messages rendered with the model's chat template, ending in the generation prompt."""
+        text = render_text(self.tokenizer, messages, tools, **template_options)
+        return self.tokenizer(text, add_special_tokens=False).input_ids
+
+    def prompt_ids(self, prompt: Prompt) -> list[int]:
+        """A string is encoded as raw text; a list of dicts is chat; a list of ints is used as is."""
+        if isinstance(prompt, str):
+            ids = self.tokenizer(prompt).input_ids if prompt else []
+        elif len(prompt) and all(isinstance(m, dict) for m in prompt):
+            ids = self.render(prompt)  # type: ignore[arg-type]
+        else:
+            ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+            bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
+            if bad:
+                raise PromptError(
+                    f"token id {bad[0]} is outside the vocabulary [0, {self.config.vocab_size})"
+                )
+        if not ids:
+            raise PromptError("empty prompt")
+        return ids
+
+    # ---- forward passes ---------------------------------------------------------------------------
+    def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
+        """float32 [len, vocab] from a plain causal forward with no cache: the reference path."""
+        ids = self.prompt_ids(list(token_ids))
+        self._check_context(len(ids), 0)
+        return self.model(self._tensor(ids), StepContext(), logits_rows=slice(None))
+
+    def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
+        return torch.tensor(ids, dtype=torch.long, device=self.device)
+
+    def _check_context(self, prompt_len: int, max_new_tokens: int) -> None:
+        limit = self.config.max_position_embeddings
+        if prompt_len + max_new_tokens > limit:
+            raise ContextOverflowError(
+                f"prompt of {prompt_len} tokens + max_new_tokens {max_new_tokens} exceeds the model's context "
+                f"of {limit} tokens; refused (prompts are never truncated)"
+            )
+
+    def _forward(self, seq: Seq, start: int, end: int) -> torch.Tensor:
+        """Compute positions [start, end) of `seq`, writing their K/V; logits of the last one [vocab]."""
+        self.blocks.grow(seq, end)
+        for s in range(start, end, self.prefill_chunk):
+            e = min(s + self.prefill_chunk, end)
+            ctx = StepContext(
+                start=s,
+                kv=self.kv,
+                write_slots=self.kv.slots(seq.block_table, s, e),
+                read_slots=self.kv.slots(seq.block_table, 0, e) if s > 0 else None,
+            )
+            logits = self.model(self._tensor(seq.token_ids[s:e]), ctx)
+        seq.num_kv = end
+        return logits[0]
+
+    # ---- generation --------------------------------------------------------------------------------
+    def generate(
+        self,
+        prompt: Prompt,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] | None = None,
+        on_token: Callable[[str], None] | None = None,
+        *,
+        cache: bool | None = None,
+        cache_salt: str = "",
+        return_logits: bool = False,
+    ) -> Generation:
+        """Prefill (reusing cached blocks unless cache=False) and decode up to max_new_tokens.
+
+        `cache_salt` isolates tenants: blocks hashed under one salt never serve another.
+        `return_logits` keeps the float32 logits of every sampling step in `Generation.logits`.
+        """
+        ids = self.prompt_ids(prompt)
+        if max_new_tokens < 1:
+            raise PromptError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        self._check_context(len(ids), max_new_tokens)
+        use_cache = self.cache_enabled if cache is None else cache and self.cache_enabled
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        seq = Seq(list(ids), salt=cache_salt)
+        kept: list[torch.Tensor] | None = [] if return_logits else None
+
+        t0 = now(self.device)
+        self.blocks.admit(seq, len(ids) + max_new_tokens, use_cache)
+        t_lookup = now(self.device)
+        try:
+            logits = self._forward(seq, seq.num_kv, len(ids))
+            t_prefill = now(self.device)
+            token = self._sample(logits, temperature, top_p, gen, kept)
+            t_first = now(self.device)
+            if use_cache:
+                self.blocks.publish(seq)
+            finish = self._decode(
+                seq, token, max_new_tokens, temperature, top_p, gen, stop, on_token, use_cache, kept
+            )
+            t_end = now(self.device)
+        finally:
+            self.blocks.release(seq)
+
+        text = self._text(seq.generated)
+        hit_stop = next((s for s in stop or () if s in text), None)
+        text = text[: text.index(hit_stop)] if hit_stop else text
+        n_out = len(seq.generated)
+        usage = Usage(len(ids), seq.num_cached, len(ids) - seq.num_cached, n_out, seq.num_cached,
+                      self._divergence_context(ids, seq.num_cached))  # fmt: skip
+        decode_s = t_end - t_first
+        timing = Timing(t_first - t0, t_lookup - t0, t_prefill - t_lookup, decode_s,
+                        (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0)  # fmt: skip
+        out_logits = torch.stack(kept) if kept is not None else None
+        return Generation(seq.generated, text, usage, timing, list(ids), finish, out_logits)
+
+    def _decode(
+        self, seq: Seq, token: int, max_new: int, temperature: float, top_p: float,
+        gen: torch.Generator | None, stop: Sequence[str] | None, on_token: Callable[[str], None] | None,
+        use_cache: bool, kept: list[torch.Tensor] | None,
+    ) -> str:  # fmt: skip
+        """Append sampled tokens until EOS, a stop string or max_new; return the finish reason."""
+        shown = ""
+        while True:
+            seq.token_ids.append(token)
+            if token in self.source.eos_ids:
+                return "stop"
+            if on_token is not None or stop:
+                text = self._text(seq.generated)
+                if on_token is not None and not text.endswith("\ufffd"):  # wait for whole UTF-8 characters
+                    on_token(text[len(shown) :])
+                    shown = text
+                if stop and any(s in text for s in stop):
+                    return "stop"
+            if len(seq.generated) >= max_new:
+                return "length"
+            logits = self._forward(seq, seq.num_kv, seq.num_kv + 1)
+            if use_cache:
+                self.blocks.publish(seq)
+            token = self._sample(logits, temperature, top_p, gen, kept)
+
+    @staticmethod
+    def _sample(
+        logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None,
+        kept: list[torch.Tensor] | None,
+    ) -> int:  # fmt: skip
+        if kept is not None:
+            kept.append(logits.cpu())
+        return sample(logits, temperature, top_p, gen)
+
+    def _text(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=True) if self._tokenizer is not None else ""
+
+    def _divergence_context(self, ids: list[int], index: int, width: int = 24) -> str:
+        """The prompt text around the first token not served from cache, marked with ⟂."""
+        if self._tokenizer is None or index >= len(ids):
+            return ""
+        before = self._tokenizer.decode(ids[max(0, index - width) : index])
+        after = self._tokenizer.decode(ids[index : index + width])
+        return f"{before}⟂{after}"
+
+    # ---- cache control -------------------------------------------------------------------------------
+    def reset_cache(self) -> None:
+        """Forget every cached block (stats are kept)."""
+        self.blocks.reset()
+
+    def cache_stats(self) -> dict[str, int]:
+        return self.blocks.usage()

@@ -1,0 +1,54 @@
+"""Every error a user can cause, as one typed exception with a one-line message.
+
+The command-line entry points catch `EngineError` and print its message; anything else is a bug.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """Base class: a problem with the user's input or environment, explained in one line."""
+
+
+class ModelNotFoundError(EngineError):
+    """The model string names nothing that can be loaded here."""
+
+
+class UnsupportedModelError(EngineError):
+    """The model exists but its architecture or a feature of its config is not implemented."""
+
+
+class WeightsError(EngineError):
+    """Weight files are corrupt, truncated, missing tensors, or the wrong shape."""
+
+
+class TokenizerMissingError(EngineError):
+    """A text API was called on a model loaded without tokenizer files."""
+
+
+class DeviceError(EngineError):
+    """Unknown, absent or unsupported device or dtype."""
+
+
+class PromptError(EngineError):
+    """The prompt is empty or malformed."""
+
+
+class ContextOverflowError(EngineError):
+    """Prompt plus requested new tokens exceed the model's context; refused, never truncated."""
+
+
+class CacheCapacityError(EngineError):
+    """The request needs more KV blocks than the cache can hold even after evicting all it may."""
+
+
+class AttentionTooLargeError(EngineError):
+    """An attention capture would need more memory than allowed."""
+
+
+class CompactionError(EngineError):
+    """A compaction dropped a durable line or cannot fit the context into its budget."""
+
+
+class TraceError(EngineError):
+    """A user-supplied trace file is unreadable or not in the expected format."""

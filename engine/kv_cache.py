@@ -1,0 +1,83 @@
+"""Paged KV storage: fixed-size blocks in preallocated per-layer pools, and the per-step view of them.
+
+The pool never grows: its block count is fixed at construction from a token or byte budget.
+Which block holds which tokens is decided by `BlockManager`; this module only stores and reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+
+
+class KVCache:
+    """K and V pools shaped `[num_layers, num_blocks, block_size, num_kv_heads, head_dim]`.
+
+    A token at position p of a sequence lives in slot `block_table[p // block_size] * block_size + p % block_size`.
+    """
+
+    def __init__(
+        self, config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, device: torch.device
+    ) -> None:
+        shape = (config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim)
+        # torch.empty: untouched pages cost no host memory; every slot is written before it is read.
+        self.k = torch.empty(shape, dtype=dtype, device=device)
+        self.v = torch.empty(shape, dtype=dtype, device=device)
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+
+    @staticmethod
+    def blocks_for_budget(
+        config: ModelConfig, block_size: int, dtype: torch.dtype, *, tokens: int | None, nbytes: int | None
+    ) -> int:
+        """How many blocks a token budget or a byte budget buys (tokens win if both are given)."""
+        if tokens is None:
+            per_token = config.kv_bytes_per_token * torch.tensor([], dtype=dtype).element_size()
+            tokens = int(nbytes or 0) // per_token
+        return max(int(tokens) // block_size, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.k.numel() * self.k.element_size() * 2
+
+    def slots(self, block_table: list[int], start: int, end: int) -> torch.Tensor:
+        """Flat slot indices for positions [start, end) of a sequence with this block table."""
+        bs = self.block_size
+        table = torch.tensor(block_table, dtype=torch.long)
+        pos = torch.arange(start, end, dtype=torch.long)
+        return (table[pos // bs] * bs + pos % bs).to(self.k.device)
+
+    def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store k, v `[T, kv_heads, head_dim]` at the given slots of one layer."""
+        self.k[layer].view(-1, *k.shape[1:])[slots] = k
+        self.v[layer].view(-1, *v.shape[1:])[slots] = v
+
+    def read(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gather K, V `[len(slots), kv_heads, head_dim]` of one layer."""
+        k = self.k[layer].view(-1, *self.k.shape[-2:])
+        v = self.v[layer].view(-1, *self.v.shape[-2:])
+        return k.index_select(0, slots), v.index_select(0, slots)
+
+
+# Called per layer with post-RoPE queries [T, heads, head_dim] and all keys [L, kv_heads, head_dim].
+QKObserver = Callable[[int, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass
+class StepContext:
+    """What one forward step needs to know about the cache.
+
+    `start` is the absolute position of the first new token. New K/V are written to `write_slots`;
+    attention reads positions [0, start + T) from `read_slots` (which include the new ones).
+    With `kv is None` there is no cache: the step is a plain causal forward from position 0.
+    """
+
+    start: int = 0
+    kv: KVCache | None = None
+    write_slots: torch.Tensor | None = None
+    read_slots: torch.Tensor | None = None
+    observe: QKObserver | None = None
