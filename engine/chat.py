@@ -38,6 +38,18 @@ def tools_text(tools: Sequence[dict[str, Any]]) -> str:
     return f"\n\n# Tools\n\nYou may call these functions. Their JSON signatures:\n{lines}"
 
 
+def _tool_calls_as_text(message: Message) -> Message:
+    """For templates that would silently drop `tool_calls`: write them into the content instead."""
+    if not message.get("tool_calls"):
+        return message
+    calls = []
+    for call in message["tool_calls"]:
+        fn = call.get("function", call)
+        calls.append(f"<tool_call>\n{json.dumps({'name': fn['name'], 'arguments': fn.get('arguments', {})})}\n</tool_call>")
+    content = "\n".join(([message["content"]] if message.get("content") else []) + calls)
+    return {k: v for k, v in message.items() if k != "tool_calls"} | {"content": content}
+
+
 def render_text(
     tokenizer: PreTrainedTokenizerBase,
     messages: Sequence[Message],
@@ -51,11 +63,13 @@ def render_text(
     if not tokenizer.chat_template:
         raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
     msgs = [dict(m) for m in messages]
-    if tools and not supports_tools(tokenizer):
-        if msgs[0]["role"] != "system":
-            msgs.insert(0, {"role": "system", "content": ""})
-        msgs[0]["content"] = (msgs[0]["content"] + tools_text(tools)).lstrip("\n")
-        tools = None
+    if not supports_tools(tokenizer):
+        msgs = [_tool_calls_as_text(m) for m in msgs]
+        if tools:
+            if msgs[0]["role"] != "system":
+                msgs.insert(0, {"role": "system", "content": ""})
+            msgs[0]["content"] = (msgs[0]["content"] + tools_text(tools)).lstrip("\n")
+            tools = None
     try:
         return tokenizer.apply_chat_template(
             msgs, tools=list(tools) if tools else None, tokenize=False,

@@ -1,0 +1,1 @@
+"""Layout, replay, status-bar, compaction and attention-sink experiments run through the engine."""
