@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=1024)  # fmt: skip
+            num_key_value_heads=2, max_position_embeddings=8192)  # fmt: skip
 
 
 def build_hf_model(kind: str, vocab_size: int = 512, seed: int = 0, **overrides):

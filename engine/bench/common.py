@@ -108,7 +108,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     """A plain-text table (also valid markdown) of the given columns."""
     cells = [[_fmt(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
-    line = lambda items: "| " + " | ".join(s.ljust(w) for s, w in zip(items, widths)) + " |"  # noqa: E731
+    line = lambda items: "| " + " | ".join(s.ljust(w) for s, w in zip(items, widths, strict=True)) + " |"  # noqa: E731
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 

@@ -1,0 +1,22 @@
+"""`python -m engine.bench <command>`: one experiment per command, each writing results/<run>/."""
+
+from __future__ import annotations
+
+import argparse
+
+from engine.cli import run
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.bench import layout, trace
+
+    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    for module in (layout, trace):  # each module registers its own subcommand and sets `func`
+        module.register(commands)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    run(main)

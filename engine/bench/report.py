@@ -1,0 +1,72 @@
+"""Summaries and result files of a replay: turns.json / turns.csv / summary.csv / report.md."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine.bench.common import table, write_csv, write_json
+from engine.bench.replay import TurnRecord
+
+SUMMARY_COLUMNS = ["conversation", "ttft_ms", "ttft_ratio", "cold_ttft_ms", "cached_share", "computed_tokens",
+                   "prompt_tokens", "reuse_ends_in"]  # fmt: skip
+
+
+def summarize(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, Any]]:
+    """Per conversation, over turns 2+ (turn 1 is a cold start for everyone): median TTFT, its ratio to
+    the baseline's, cached share of prompt tokens; computed and prompt tokens summed over all turns."""
+    groups: dict[str, list[TurnRecord]] = {}
+    for r in records:
+        groups.setdefault(r.conversation, []).append(r)
+    rows = []
+    for name, rs in groups.items():
+        later = [r for r in rs if r.turn > 1] or rs
+        rows.append({
+            "conversation": name,
+            "ttft_ms": 1000 * statistics.median(r.ttft_s for r in later),
+            "cold_ttft_ms": 1000 * statistics.median(r.cold_ttft_s for r in later),
+            "cached_share": sum(r.cached_tokens for r in later) / sum(r.prompt_tokens for r in later),
+            "computed_tokens": sum(r.computed_tokens for r in rs),
+            "prompt_tokens": sum(r.prompt_tokens for r in rs),
+            "reuse_ends_in": rs[-1].divergence_region,
+        })  # fmt: skip
+    base = next((row["ttft_ms"] for row in rows if row["conversation"] == baseline), None)
+    for row in rows:
+        row["ttft_ratio"] = row["ttft_ms"] / base if base else float("nan")
+    return rows
+
+
+def write_results(
+    out: Path,
+    title: str,
+    env: dict[str, Any],
+    records: Sequence[TurnRecord],
+    summary: Sequence[dict[str, Any]],
+    notes: Sequence[str] = (),
+    plots: Sequence[tuple[str, str]] = (),
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """JSON (everything), CSV (turns, summary) and a short markdown report with the plots."""
+    write_json(out / "turns.json", {"environment": env, "summary": list(summary),
+                                    "turns": [asdict(r) for r in records]} | (extra or {}))  # fmt: skip
+    write_csv(out / "turns.csv", [r.row() for r in records])
+    write_csv(out / "summary.csv", list(summary))
+    weights = "synthetic random weights (timings only)" if env.get("synthetic_weights") else "trained weights"
+    lines = [
+        f"# {title}",
+        "",
+        f"- model: `{env['model']}` ({env['source']}, {weights}), digest `{env['weights_digest'][:16]}`",
+        f"- device: {env['device']} ({env['device_name']}), dtype {env['dtype']}, block size {env['block_size']}",
+        f"- torch {env['torch']}, transformers {env['transformers']}, commit `{env['commit']}`, {env['date']}",
+        f"- repeats: {env['options'].get('repeats')} passes; TTFT is the median, device-synchronized",
+        "",
+        table(summary, SUMMARY_COLUMNS),
+        "",
+        *notes,
+        "",
+        *(f"![{caption}]({file})\n" for file, caption in plots),
+    ]
+    (out / "report.md").write_text("\n".join(lines) + "\n")

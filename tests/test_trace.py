@@ -1,0 +1,96 @@
+"""`python -m engine.bench replay TRACE.json`: divergence points of a user's own trace."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import engine
+from engine.bench.replay import Conversation, Replayer
+from engine.bench.trace import load_trace
+from engine.errors import TraceError
+
+SYSTEM = "You are a billing assistant. " * 30
+CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"invoice": "INV-7"}'}}]}  # fmt: skip
+
+
+def trace_turns() -> list[dict]:
+    t1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What do I owe?"}]
+    t2 = t1 + [CALL, {"role": "tool", "tool_call_id": "c1", "content": '{"due": 120}'}]
+    t3 = t2 + [{"role": "assistant", "content": "You owe 120 EUR."}, {"role": "user", "content": "Pay it."}]
+    t4 = [{"role": "system", "content": SYSTEM.replace("billing", "payments", 1)}] + t3[1:]
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    return [{"messages": m, "tools": tools} for m in (t1, t2, t3, t4)]
+
+
+@pytest.fixture(scope="module")
+def records(tiny_dir, tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "trace.json"
+    path.write_text(json.dumps(trace_turns()))
+    requests = load_trace(path)
+    e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=8192)
+
+    def reply(t: int):
+        n = len(requests[t].messages)
+        following = requests[t + 1].messages if t + 1 < len(requests) else []
+        return following[n] if len(following) > n and following[n]["role"] == "assistant" else None
+
+    return e, Replayer(e, repeats=1, cold=False).run([Conversation("trace", lambda t, _: requests[t], reply)], 4)
+
+
+def test_appending_turns_only_extend(records) -> None:
+    _, recs = records
+    assert recs[1].first_change == -1 and recs[2].first_change == -1
+    assert recs[1].cached_share > 0.8 and recs[2].cached_share > 0.8
+
+
+def test_a_reply_from_the_trace_is_reused_as_if_generated(records) -> None:
+    _, recs = records
+    # turn 3 carries turn 2's reply: the reply's blocks were published, so reuse reaches past it
+    reply_region = next(start for label, start, _ in recs[2].regions if label == "assistant #4")
+    assert recs[2].cached_tokens > reply_region
+
+
+def test_a_changed_system_prompt_is_located(records) -> None:
+    _, recs = records
+    r = recs[3]
+    assert r.change_region == "system" and "payments" in r.change_context.split("⟂")[1][:12]
+    assert r.cached_tokens == r.first_change // 16 * 16 and r.cached_share < 0.1
+
+
+def test_openai_string_arguments_are_parsed(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([trace_turns()[1]["messages"]]))
+    call = load_trace(path)[0].messages[2]["tool_calls"][0]["function"]
+    assert call["arguments"] == {"invoice": "INV-7"}
+
+
+@pytest.mark.parametrize(("content", "message"), [("[]", "non-empty JSON list"), ("{", "not valid JSON"),
+                                                  ('[[{"role": "wizard", "content": "x"}]]', "request 1")])  # fmt: skip
+def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path)
+
+
+def test_replay_command_end_to_end(tiny_dir, tmp_path) -> None:
+    trace = tmp_path / "mytrace.json"
+    trace.write_text(json.dumps(trace_turns()))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "engine.bench", "replay", str(trace), "--model", str(tiny_dir("qwen2", tokenizer=True)),
+           "--repeats", "1", "--out", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "payments" in proc.stdout  # the table names what changed on request 4
+    for name in ("turns.json", "turns.csv", "summary.csv", "report.md", "ttft_per_turn.png", "token_strip.png"):
+        assert (out / name).stat().st_size > 0
+    data = json.loads((out / "turns.json").read_text())
+    assert data["environment"]["weights_digest"] and len(data["turns"]) == 4
+    missing = subprocess.run([sys.executable, "-m", "engine.bench", "replay", str(tmp_path / "nope.json")],
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert missing.returncode == 2 and missing.stderr.strip().startswith("error:") and "Traceback" not in missing.stderr
