@@ -113,6 +113,8 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
     return str(value)

@@ -19,6 +19,7 @@ from tqdm import tqdm
 from engine.bench.common import spread
 from engine.chat import Message
 from engine.engine import Engine
+from engine.errors import CompactionError
 from engine.regions import render_prompt
 
 
@@ -99,18 +100,27 @@ class Replayer:
         forced: dict[tuple[str, int], list[int]] = {}  # tokens of each reply, teacher-forced in later passes
         warm: dict[tuple[str, int], list[Any]] = {}
         cold: dict[tuple[str, int], list[float]] = {}
-        requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
+        # (conversation, turn) -> the request and its token ids, kept for inspection after the run
+        self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
+        requests = self.requests
+        self.refused: dict[str, tuple[int, str]] = {}  # conversation -> (turn, why) when its request was refused
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
-        first = conversations[0]
-        e.generate(e.render(first.request(0, []).messages), max_new_tokens=2, cache=False)  # warm-up, untimed
+        warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
+        e.generate(warmup, max_new_tokens=2, cache=False)  # untimed: first calls pay one-off allocation costs
         for p in range(self.repeats):
             e.reset_cache()
             for t in range(turns):
                 for conv in conversations:
                     key = (conv.name, t)
-                    if p == 0:
-                        req = conv.request(t, replies[conv.name])
-                        requests[key] = (req, e.render(req.messages, req.tools))
+                    if p == 0 and conv.name not in self.refused:
+                        try:
+                            req = conv.request(t, replies[conv.name])
+                            requests[key] = (req, e.render(req.messages, req.tools))
+                        except CompactionError as refusal:  # the conversation cannot go on: record why, stop it
+                            self.refused[conv.name] = (t + 1, str(refusal))
+                    if key not in requests:
+                        bar.update()
+                        continue
                     req, ids = requests[key]
                     if p == 0 and conv.scripted_reply is None:
                         gen = e.generate(ids, max_new_tokens=self.max_reply, cache_salt=conv.name)
@@ -131,7 +141,7 @@ class Replayer:
                     bar.update()
         bar.close()
         return [self._record(c.name, t, requests, forced, warm, cold, replies) for c in conversations
-                for t in range(turns)]  # fmt: skip
+                for t in range(turns) if (c.name, t) in requests]  # fmt: skip
 
     def _record(self, name: str, t: int, requests: dict, forced: dict, warm: dict, cold: dict,
                 replies: dict) -> TurnRecord:  # fmt: skip

@@ -11,13 +11,14 @@ from typing import Any
 from engine.bench.common import table, write_csv, write_json
 from engine.bench.replay import TurnRecord
 
-SUMMARY_COLUMNS = ["conversation", "ttft_ms", "ttft_ratio", "cold_ttft_ms", "cached_share", "computed_tokens",
-                   "prompt_tokens", "reuse_ends_in"]  # fmt: skip
+SUMMARY_COLUMNS = ["conversation", "ttft_ms", "ttft_ratio", "cold_ttft_ms", "total_ttft_s", "cached_share",
+                   "computed_tokens", "prompt_tokens", "reuse_ends_in"]  # fmt: skip
 
 
 def summarize(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, Any]]:
     """Per conversation, over turns 2+ (turn 1 is a cold start for everyone): median TTFT, its ratio to
-    the baseline's, cached share of prompt tokens; computed and prompt tokens summed over all turns."""
+    the baseline's, cached share of prompt tokens; TTFT, computed and prompt tokens summed over all turns.
+    `cold_ttft_ms` is None when the replay measured no cold baseline."""
     groups: dict[str, list[TurnRecord]] = {}
     for r in records:
         groups.setdefault(r.conversation, []).append(r)
@@ -27,7 +28,8 @@ def summarize(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, An
         rows.append({
             "conversation": name,
             "ttft_ms": 1000 * statistics.median(r.ttft_s for r in later),
-            "cold_ttft_ms": 1000 * statistics.median(r.cold_ttft_s for r in later),
+            "cold_ttft_ms": 1000 * statistics.median(r.cold_ttft_s for r in later) if later[0].cold_ttft_s else None,
+            "total_ttft_s": sum(r.ttft_s for r in rs),
             "cached_share": sum(r.cached_tokens for r in later) / sum(r.prompt_tokens for r in later),
             "computed_tokens": sum(r.computed_tokens for r in rs),
             "prompt_tokens": sum(r.prompt_tokens for r in rs),
