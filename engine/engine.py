@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from engine.attention import MAX_BYTES, AttentionMaps, as_rendered, capture, continue_greedily
 from engine.block_manager import BlockManager
 from engine.chat import Message, render_text
 from engine.devices import default_cache_bytes, device_description, dtype_name, now
@@ -21,6 +22,7 @@ from engine.errors import ContextOverflowError, PromptError, TokenizerMissingErr
 from engine.kv_cache import KVCache, StepContext
 from engine.model import Decoder
 from engine.outputs import Generation, Timing, Usage
+from engine.regions import RenderedPrompt
 from engine.sampling import sample
 from engine.sequence import Sequence as Seq
 from engine.sources import ModelSource
@@ -252,6 +254,19 @@ class Engine:
         before = self._tokenizer.decode(ids[max(0, index - width) : index])
         after = self._tokenizer.decode(ids[index : index + width])
         return f"{before}⟂{after}"
+
+    # ---- attention ---------------------------------------------------------------------------------
+    def attention(
+        self, prompt: Prompt | RenderedPrompt, layers: Sequence[int] | None = None,
+        heads: Sequence[int] | None = None, rows: Sequence[int] | None = None, *,
+        max_new_tokens: int = 0, max_bytes: int = MAX_BYTES,
+    ) -> AttentionMaps:  # fmt: skip
+        """Attention probabilities of the chosen layers, heads and query rows (None: all), from this
+        engine's own queries and keys; `max_new_tokens` > 0 decodes greedily first and adds those rows."""
+        rendered = as_rendered(self, prompt)
+        if max_new_tokens > 0:
+            rendered = continue_greedily(self, rendered, max_new_tokens)
+        return capture(self, rendered, layers, heads, rows, max_bytes)
 
     # ---- cache control -------------------------------------------------------------------------------
     def reset_cache(self) -> None:

@@ -1,0 +1,117 @@
+"""`python -m engine.viz heatmap`: attention heatmaps of a prompt, from the engine's own queries and keys.
+
+--layer L|all, --head H|mean|max|all (all: a layer × head grid), --rows last:K|all (last rows: the cheap view
+of a long prompt), --transform none|log|sqrt|exclude-sink, --max-new-tokens N adds the rows of a greedy answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from engine.attention import as_rendered, continue_greedily
+from engine.cli import add_model_args, engine_options, run
+from engine.errors import PromptError
+from engine.loader import load
+from engine.regions import RenderedPrompt, render_prompt
+from engine.viz.heatmap import TRANSFORMS, draw
+
+
+def layer_spec(text: str) -> int | None:
+    """'all' (None) or a layer index; negative counts from the last layer."""
+    if text == "all":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--layer must be an integer or 'all', got {text!r}") from None
+
+
+def head_spec(text: str) -> int | str:
+    if text in ("mean", "max", "all"):
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--head must be an integer, mean, max or all, got {text!r}") from None
+
+
+def rows_spec(text: str) -> int | None:
+    """'all' (None) or 'last:K' (K)."""
+    if text == "all":
+        return None
+    kind, _, count = text.partition(":")
+    if kind != "last" or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"--rows must be 'all' or 'last:K' with K >= 1, got {text!r}")
+    return int(count)
+
+
+def read_messages(path: Path) -> tuple[list[dict], list[dict] | None]:
+    """A JSON list of chat messages, or an object {"messages": [...], "tools": [...]}."""
+    if not path.is_file():
+        raise PromptError(f"--messages: {path} does not exist")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PromptError(f"--messages: {path} is not valid JSON ({e})") from None
+    messages, tools = (data.get("messages"), data.get("tools")) if isinstance(data, dict) else (data, None)
+    if not isinstance(messages, list):
+        raise PromptError(f"--messages: {path} holds no list of messages")
+    return messages, tools
+
+
+def heatmap(args: argparse.Namespace) -> int:
+    messages = read_messages(args.messages) if args.messages else None
+    if args.prompt is not None and not args.prompt.strip():
+        raise PromptError("empty prompt: --prompt has no text")
+    if args.raw and args.messages:
+        raise PromptError("--raw applies to --prompt only")
+    if args.max_new_tokens < 0:
+        raise PromptError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
+    engine = load(args.model, args.device, args.dtype, **engine_options(args))
+    if engine.source.synthetic:
+        print(f"[{args.model}: synthetic random weights: these maps show no trained behaviour]", file=sys.stderr)
+    prompt: RenderedPrompt
+    if messages is not None:
+        prompt = render_prompt(engine.tokenizer, messages[0], messages[1])
+    else:
+        prompt = as_rendered(engine, args.prompt if args.raw else [{"role": "user", "content": args.prompt}])
+    if args.max_new_tokens:
+        prompt = continue_greedily(engine, prompt, args.max_new_tokens)
+    n = len(prompt.token_ids)
+    rows = None if args.rows is None else range(n - min(args.rows, n), n)
+    layers = None if args.layer is None else [args.layer]
+    heads = [args.head] if isinstance(args.head, int) else None
+    maps = engine.attention(prompt, layers, heads, rows)
+    view = "all" if isinstance(args.head, int) else args.head
+    title = f"{engine.source.model_id}: {n} tokens, rows {maps.rows[0]}..{maps.rows[-1]}"
+    draw(maps, view, args.transform, args.out, title)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.viz", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("heatmap", help="attention heatmap(s) of one prompt, written to a PNG")
+    add_model_args(p)
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="a user message (rendered with the chat template unless --raw)")
+    source.add_argument("--messages", type=Path, help="JSON file: a list of messages, or {messages, tools}")
+    p.add_argument("--raw", action="store_true", help="send --prompt as raw text, without the chat template")
+    p.add_argument("--layer", type=layer_spec, default=None, help="a layer index, or all (default)")
+    p.add_argument("--head", type=head_spec, default="mean", help="a head index, mean (default), max, or all")
+    p.add_argument("--rows", type=rows_spec, default=None, help="all (default) or last:K query rows")
+    p.add_argument("--transform", choices=list(TRANSFORMS), default="none", help="colour scale transform")
+    p.add_argument("--max-new-tokens", type=int, default=0, help="decode N tokens greedily and show their rows too")
+    p.add_argument("--out", type=Path, default=Path("attention.png"), help="PNG file (default attention.png)")
+    p.set_defaults(func=heatmap)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    run(main)
