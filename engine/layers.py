@@ -93,16 +93,15 @@ class Attention(nn.Module):
             qg = q.view(self.kvh, group, self.d).unsqueeze(0)
             out = F.scaled_dot_product_attention(qg, k.transpose(0, 1)[None], v.transpose(0, 1)[None])
             return out.reshape(self.h, self.d).unsqueeze(0)
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        # enable_gqa: each KV head serves its group of query heads inside SDPA, with no repeated K/V copies.
         qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
         if start == 0:
-            out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
+            out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
         else:  # query i sits at position start + i and sees keys 0..start+i
             mask = torch.arange(length, device=q.device)[None, :] <= (
                 torch.arange(t, device=q.device)[:, None] + start
             )
-            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
+            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, enable_gqa=True)
         return out[0].transpose(0, 1)
 
 

@@ -150,7 +150,7 @@ def test_empty_prompts(tiny_dir) -> None:
 
 
 def test_context_overflow_is_refused_not_truncated(tiny_dir) -> None:
-    e = engine.load(str(tiny_dir("qwen2")), device="cpu", cache_tokens=4096)
+    e = engine.load(str(tiny_dir("qwen2")), device="cpu", cache_tokens=8192 + 64)
     limit = e.config.max_position_embeddings
     with pytest.raises(ContextOverflowError, match=f"exceeds the model's context of {limit} tokens"):
         e.generate([1] * (limit - 3), max_new_tokens=4)

@@ -1,0 +1,1 @@
+"""The benchmark suite: our engine against `transformers` on the same weights, device and dtype."""

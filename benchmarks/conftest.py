@@ -1,0 +1,93 @@
+"""Options and fixtures of the benchmark suite (`python -m pytest benchmarks`; never part of `python -m pytest`).
+
+--devices cpu,cuda   which devices (default: every available one: cpu, cuda, mps)
+--model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b)
+--dtype …            default per device: float32 on CPU, bfloat16 on CUDA, float16 on MPS
+--quick              small shapes and a short time budget: a smoke run in a few minutes
+--budget SECONDS     time per benchmark (rounds = budget / one call, at least 2)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from benchmarks.harness import FULL, QUICK, Pair, Shapes, available_devices
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+LOAD_AT_START = os.getloadavg()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kvtestbed benchmarks")
+    group.addoption("--devices", default="auto", help="comma-separated cpu,cuda,mps (default: all available)")
+    group.addoption(
+        "--model", default="synthetic:qwen2.5-0.5b", help="model (default synthetic:qwen2.5-0.5b)"
+    )
+    group.addoption("--dtype", default=None, help="float32, bfloat16 or float16 (default: by device)")
+    group.addoption("--quick", action="store_true", help="small shapes, short budget")
+    group.addoption("--budget", type=float, default=None, help="seconds per benchmark")
+
+
+def shapes_of(config: pytest.Config) -> Shapes:
+    shapes = QUICK if config.getoption("quick") else FULL
+    budget = config.getoption("budget")
+    return shapes if budget is None else Shapes(**{**shapes.__dict__, "budget_s": budget})
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parameters by name, from the options: every benchmark runs per device and per shape."""
+    shapes, wanted = shapes_of(metafunc.config), metafunc.config.getoption("devices")
+    devices = available_devices() if wanted == "auto" else wanted.split(",")
+    params: dict[str, list[Any]] = {
+        "device": devices,
+        "impl": ["ours", "transformers"],
+        "length": shapes.prefill_lengths,
+        "context": list(shapes.contexts),
+        "cached_new": shapes.cached_new,
+        "block_size": list(shapes.block_sizes),
+    }
+    for name, values in params.items():
+        if name in metafunc.fixturenames:
+            ids = [f"{s}+{v}" for s, v in values] if name == "cached_new" else [str(v) for v in values]
+            metafunc.parametrize(name, values, ids=ids)
+
+
+@pytest.fixture(scope="session")
+def shapes(pytestconfig: pytest.Config) -> Shapes:
+    return shapes_of(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def pairs(pytestconfig: pytest.Config, shapes: Shapes) -> Callable[[str], Pair]:
+    """pairs(device) -> our engine and transformers on the same weights, built once per device."""
+    built: dict[str, Pair] = {}
+
+    def get(device: str) -> Pair:
+        if device not in built:
+            built[device] = Pair(
+                pytestconfig.getoption("model"), device, pytestconfig.getoption("dtype"), shapes
+            )
+        return built[device]
+
+    return get
+
+
+@pytest.fixture
+def pair(pairs: Callable[[str], Pair], device: str) -> Pair:
+    return pairs(device)
+
+
+def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
+    import transformers
+
+    machine_info.update(torch=torch.__version__, transformers=transformers.__version__,
+                        torch_threads=torch.get_num_threads(), quick=bool(config.getoption("quick")),
+                        load_average_start=[round(x, 2) for x in LOAD_AT_START],
+                        load_average_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
+    if torch.cuda.is_available():
+        machine_info["cuda_device"] = torch.cuda.get_device_name()

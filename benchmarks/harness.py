@@ -1,0 +1,163 @@
+"""What the benchmarks share: the shapes of a run, our engine and `transformers` on identical weights, and
+timed calls that synchronize the device and fit a time budget.
+
+pytest-benchmark's timer reads the wall clock and does not wait for queued GPU kernels, so every timed
+callable here ends with `engine.devices.synchronize`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, PreTrainedModel
+from transformers.initialization import no_init_weights
+
+import engine
+from engine.devices import dtype_name, now, synchronize
+from engine.engine import Engine
+
+
+@dataclass(frozen=True)
+class Shapes:
+    prefill: tuple[int, ...]  # cold prefill lengths (full prefills of cached + new are added)
+    contexts: tuple[int, ...]  # cached prefix lengths S: decode steps and cached prefills start there
+    new: tuple[int, ...]  # new tokens V after a cached prefix
+    block_sizes: tuple[int, ...]
+    diverging: tuple[int, int]  # (prompt length, first differing token) for the block-size case
+    budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
+
+    @property
+    def cached_new(self) -> list[tuple[int, int]]:
+        return list(itertools.product(self.contexts, self.new))
+
+    @property
+    def prefill_lengths(self) -> list[int]:
+        return sorted(set(self.prefill) | {s + v for s, v in self.cached_new})
+
+    @property
+    def base_length(self) -> int:
+        """A prompt whose prefixes serve every cached and lookup case (+1: a prompt's last token is never
+        served from cache)."""
+        return max(max(self.contexts) + max(self.new), self.diverging[0]) + 1
+
+
+FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), budget_s=8.0)
+QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0)
+MAX_ROUNDS = 200
+
+
+def available_devices() -> list[str]:
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    if torch.backends.mps.is_available():
+        found.append("mps")
+    return found
+
+
+def random_tokens(n: int, seed: int, vocab: int) -> list[int]:
+    return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def transformers_twin(ours: Engine) -> PreTrainedModel:
+    """`transformers`' own model class with the weights our engine holds (sdpa attention, same dtype)."""
+    hf = {k: v for k, v in ours.config.to_hf().items() if k != "architectures"}
+    config = AutoConfig.for_model(hf.pop("model_type"), **hf)
+    with no_init_weights(), ours.device:  # every weight is loaded below: skip the random init
+        model = AutoModelForCausalLM.from_config(config, dtype=ours.dtype, attn_implementation="sdpa")
+    model.tie_weights()
+    reader = ours.source.reader(ours.device)
+    missing = model.load_state_dict({name: reader.get(name) for name in reader.names()}, strict=False)
+    if set(missing.missing_keys) - {"lm_head.weight"} or missing.unexpected_keys:
+        raise RuntimeError(f"transformers model does not take our weights: {missing}")
+    return model.eval()
+
+
+class Pair:
+    """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
+    both: published blocks in ours, a DynamicCache of the first max(contexts) tokens in theirs."""
+
+    def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
+        cache_tokens = 4 * shapes.base_length + 4096  # the base, plus what the timed rounds publish
+        self.ours = engine.load(model, device, dtype, cache_tokens=cache_tokens)
+        self.theirs = transformers_twin(self.ours)
+        self.device, self.config = self.ours.device, self.ours.config
+        self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
+        self._check_same_model()
+        self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
+        self._their_base = DynamicCache(config=self.theirs.config)
+        self.theirs_forward(self.base[: max(shapes.contexts)], self._their_base)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return {
+            "device": self.device.type,
+            "dtype": dtype_name(self.ours.dtype),
+            "model": self.ours.source.model_id,
+        }
+
+    def tokens(self, n: int, seed: int) -> list[int]:
+        return random_tokens(n, seed, self.config.vocab_size)
+
+    @torch.inference_mode()
+    def theirs_forward(self, ids: list[int], cache: DynamicCache | None = None) -> int:
+        """transformers' prefill (continuing `cache` when given): the greedy next token, as ours returns."""
+        out = self.theirs(torch.tensor([ids], device=self.device), cache=cache, logits_to_keep=1)
+        return int(out.logits[0, -1].argmax())
+
+    def their_cache(self, length: int) -> DynamicCache:
+        """A new DynamicCache holding the K/V of base[:length] (copied from the base run, no recompute)."""
+        cache = DynamicCache(config=self.theirs.config)
+        for i, layer in enumerate(self._their_base.layers):
+            cache.update(layer.keys[..., :length, :], layer.values[..., :length, :], i)
+        return cache
+
+    def _check_same_model(self) -> None:
+        """Both models must compute the same function, else the ratios compare different work."""
+        ids = self.base[:32]
+        ours = self.ours.logits(ids)[-1]
+        with torch.inference_mode():
+            theirs = self.theirs(torch.tensor([ids], device=self.device)).logits[0, -1].float()
+        tolerance = 1e-3 if self.ours.dtype == torch.float32 else 0.05 * float(theirs.abs().max())
+        diff = float((ours - theirs).abs().max())
+        if diff > tolerance:
+            raise RuntimeError(f"our logits differ from transformers' by {diff:.3g} (> {tolerance:.3g})")
+
+
+def rewind(cache: DynamicCache, length: int) -> None:
+    """Drop the tokens a timed call appended to a transformers cache."""
+    extra = cache.get_seq_length() - length
+    if extra:
+        cache.crop(-extra)
+
+
+def measure(
+    benchmark: Any, pair: Pair, fn: Callable[[], Any], budget_s: float, setup: Callable[[], None] | None = None,
+    **info: Any,
+) -> Any:  # fmt: skip
+    """Time `fn` (device-synchronized) for about `budget_s`; one untimed warm-up call sets the round count.
+
+    `setup` runs before every call, untimed. `info` and the pair's device, dtype and model go to the JSON
+    record (`extra_info`).
+    """
+    if setup is not None:
+        setup()
+    start = now(pair.device)
+    fn()
+    once = now(pair.device) - start
+    rounds = max(2, min(MAX_ROUNDS, int(budget_s / max(once, 1e-9))))
+
+    def timed() -> Any:
+        out = fn()
+        synchronize(pair.device)
+        return out
+
+    benchmark.extra_info.update(info | pair.info)
+    result = benchmark.pedantic(timed, setup=setup, rounds=rounds, iterations=1)
+    benchmark.extra_info["load_1min"] = os.getloadavg()[0]  # others' work on the machine skews timings
+    return result

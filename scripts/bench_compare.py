@@ -1,0 +1,176 @@
+"""Compare a benchmark run with a committed baseline of the same device, on ratios measured within each run.
+
+    python scripts/bench_compare.py results/bench/cpu/run.json results/bench/cpu/baseline.json [--threshold 0.25]
+
+Every metric is a ratio of two medians from the same run, so the machine's speed and most of its load
+cancel out (lower is better):
+- `ours/transformers <case>`: our time over `transformers`' time for the same case, weights and device;
+- `achieved/ideal cached S+V`: our (cached TTFT / full prefill of S+V) over the FLOP-model ideal ratio;
+- `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
+- `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first.
+A metric regresses when it grows by more than the threshold over the baseline's value (default 0.25: run-to-run
+noise on shared machines is 10-20%). Exit status: 0 no regression, 1 a regression, 2 unusable input files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+THRESHOLD = 0.25
+
+
+class BenchError(Exception):
+    """An input file that cannot be compared: missing, not a benchmark run, or of another device or model."""
+
+
+@dataclass
+class Run:
+    path: Path
+    device: str
+    dtype: str
+    model: str
+    medians: dict[tuple[str, str], float] = field(default_factory=dict)  # (case label, impl) -> seconds
+    info: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)  # the same keys -> extra_info
+    stats: dict[tuple[str, str], dict[str, Any]] = field(
+        default_factory=dict
+    )  # ... -> pytest-benchmark stats
+    machine: dict[str, Any] = field(default_factory=dict)
+
+
+def label(info: dict[str, Any]) -> str:
+    """The case a record measures, without the implementation: `prefill 2048`, `cached 4096+32`, ..."""
+    case = info["case"]
+    if case == "cached":
+        return f"cached {info['cached']}+{info['new']}"
+    if case == "decode":
+        return f"decode @{info['context']}"
+    if case == "block_size":
+        return f"block size {info['block_size']}"
+    if case == "replay":
+        return f"replay {info['turns']} turns"
+    return f"{case} {info['tokens']}"
+
+
+def load_run(path: Path) -> Run:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BenchError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BenchError(f"{path}: not readable JSON ({e})") from None
+    records = data.get("benchmarks") if isinstance(data, dict) else None
+    if not isinstance(records, list):
+        raise BenchError(f"{path}: not a pytest-benchmark JSON file (no 'benchmarks' list)")
+    ours = [r for r in records if isinstance(r, dict) and "case" in r.get("extra_info", {})]
+    if not ours:
+        raise BenchError(f"{path}: holds no kvtestbed benchmark records")
+    try:
+        identity = {
+            (r["extra_info"]["device"], r["extra_info"]["dtype"], r["extra_info"]["model"]) for r in ours
+        }
+        if len(identity) > 1:
+            raise BenchError(
+                f"{path}: mixes devices, dtypes or models {sorted(identity)}; compare one at a time"
+            )
+        run = Run(path, *identity.pop(), machine=data.get("machine_info", {}))
+        for r in ours:
+            key = (label(r["extra_info"]), r["extra_info"]["impl"])
+            run.medians[key], run.info[key], run.stats[key] = (
+                float(r["stats"]["median"]),
+                r["extra_info"],
+                r["stats"],
+            )
+    except (KeyError, TypeError, ValueError) as e:
+        raise BenchError(f"{path}: a benchmark record lacks or garbles {e}") from None
+    return run
+
+
+def natural(key: tuple[str, str]) -> list[Any]:
+    """Sort `decode @512` before `decode @2048`."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", " ".join(key))]
+
+
+def metrics(run: Run) -> dict[str, float]:
+    """Every ratio the run allows (see the module docstring)."""
+    out: dict[str, float] = {}
+    cases = sorted(run.medians, key=natural)
+    for case, impl in cases:
+        ours = run.medians[(case, impl)]
+        theirs = run.medians.get((case, "transformers"))
+        if impl == "ours" and theirs:
+            out[f"ours/transformers {case}"] = ours / theirs
+    for case, impl in cases:
+        ttft, info = run.medians[(case, impl)], run.info[(case, impl)]
+        if info["case"] == "replay":
+            out[f"layout ratio {case}"] = info["ttft_ratio"]
+        if impl != "ours" or info["case"] != "cached":
+            continue
+        total = info["cached"] + info["new"]
+        full, lookup = (
+            run.medians.get((f"prefill {total}", "ours")),
+            run.medians.get((f"lookup {total}", "ours")),
+        )
+        if full:
+            out[f"achieved/ideal {case}"] = ttft / full / info["ideal_ratio"]
+        if lookup:
+            out[f"lookup share {case.removeprefix('cached ')}"] = lookup / ttft
+    return out
+
+
+def compare(current: Run, baseline: Run, threshold: float) -> tuple[list[str], list[str]]:
+    """(report lines, names of regressed metrics)."""
+    if (current.device, current.dtype, current.model) != (baseline.device, baseline.dtype, baseline.model):
+        raise BenchError(
+            f"{current.path} ({current.device}, {current.dtype}, {current.model}) and {baseline.path} "
+            f"({baseline.device}, {baseline.dtype}, {baseline.model}) measure different things"
+        )
+    now, before = metrics(current), metrics(baseline)
+    common = [name for name in before if name in now]
+    if not common:
+        raise BenchError(
+            f"{current.path} and {baseline.path} share no metric (different shapes, e.g. --quick?)"
+        )
+    lines = [f"{'metric':<40} {'baseline':>9} {'current':>9} {'change':>8}"]
+    regressed = []
+    for name in common:
+        change = now[name] / before[name] - 1
+        bad = change > threshold
+        regressed += [name] if bad else []
+        flag = "  REGRESSION" if bad else ""
+        lines.append(f"{name:<40} {before[name]:>9.4g} {now[name]:>9.4g} {change:>+8.1%}{flag}")
+    lines += [f"{name:<40} {before[name]:>9.4g} {'missing':>9}" for name in before if name not in now]
+    return lines, regressed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("current", type=Path, help="a run's --benchmark-json file")
+    parser.add_argument("baseline", type=Path, help="the committed baseline of the same device")
+    parser.add_argument("--threshold", type=float, default=THRESHOLD,
+                        help=f"allowed relative growth of a metric (default {THRESHOLD})")  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        lines, regressed = compare(load_run(args.current), load_run(args.baseline), args.threshold)
+    except BenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    if regressed:
+        print(
+            f"{len(regressed)} metric(s) regressed by more than {args.threshold:.0%}: {', '.join(regressed)}"
+        )
+        return 1
+    print(f"no metric regressed by more than {args.threshold:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
