@@ -44,32 +44,41 @@ def _system(text: str) -> Message:
     return {"role": "system", "content": text}
 
 
+def _request(sc: Scenario, t: int, replies: list[str], system: str, **user_options: bool) -> Request:
+    """System prompt `system`, the history, then this turn's exchange; user messages built with `user_options`."""
+
+    def user(turn: Turn) -> Message:
+        return _user(turn, **user_options)
+
+    history = _history(sc, t, replies, user)
+    return Request([_system(system), *history, *_exchange(sc.turns[t], user(sc.turns[t]))], sc.tools)
+
+
 def stable_first(sc: Scenario, t: int, replies: list[str]) -> Request:
-    history = _history(sc, t, replies)
-    return Request([_system(sc.policies), *history, *_exchange(sc.turns[t], _user(sc.turns[t]))], sc.tools)
+    return _request(sc, t, replies, sc.policies)
 
 
 def timestamp_first(sc: Scenario, t: int, replies: list[str]) -> Request:
-    def user(turn: Turn) -> Message:
-        return _user(turn, time=False)
-
-    system = _system(f"Current time: {sc.turns[t].time}\n{sc.policies}")
-    history = _history(sc, t, replies, user)
-    return Request([system, *history, *_exchange(sc.turns[t], user(sc.turns[t]))], sc.tools)
+    return _request(sc, t, replies, f"Current time: {sc.turns[t].time}\n{sc.policies}", time=False)
 
 
 def dynamic_profile(sc: Scenario, t: int, replies: list[str]) -> Request:
-    def user(turn: Turn) -> Message:
-        return _user(turn, profile=False)
+    system = f"{sc.policies}\nProfile: remaining credits {sc.turns[t].credits}"
+    return _request(sc, t, replies, system, profile=False)
 
-    system = _system(f"{sc.policies}\nProfile: remaining credits {sc.turns[t].credits}")
-    history = _history(sc, t, replies, user)
-    return Request([system, *history, *_exchange(sc.turns[t], user(sc.turns[t]))], sc.tools)
+
+def _shuffled(sc: Scenario, t: int) -> list[dict]:
+    """A seeded order of the tools for request t, never the same as request t-1's (for 2+ tools)."""
+    order = list(sc.tools)
+    for i in range(t + 1):
+        rng, previous = random.Random(sc.seed * 1000 + i), order
+        while order == previous and len(sc.tools) > 1:
+            order = rng.sample(sc.tools, len(sc.tools))
+    return order
 
 
 def shuffled_tools(sc: Scenario, t: int, replies: list[str]) -> Request:
-    tools = random.Random(sc.seed * 1000 + t).sample(sc.tools, len(sc.tools))
-    return Request(stable_first(sc, t, replies).messages, tools)
+    return Request(stable_first(sc, t, replies).messages, _shuffled(sc, t))
 
 
 def sliding_window(sc: Scenario, t: int, replies: list[str]) -> Request:

@@ -23,6 +23,15 @@ def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord
     return out
 
 
+def _save(fig: plt.Figure, path: Path, *axes: plt.Axes) -> None:
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def plot_ttft(records: Sequence[TurnRecord], path: Path, title: str) -> None:
     """Warm TTFT per turn (median, min-max bars) per conversation, with the cold baseline dashed."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -37,11 +46,7 @@ def plot_ttft(records: Sequence[TurnRecord], path: Path, title: str) -> None:
         ax.plot([r.turn for r in first], [r.cold_ttft_s * 1000 for r in first], "k--", alpha=0.6,
                 label=f"cold (no cache), {first[0].conversation}")  # fmt: skip
     ax.set(xlabel="turn", ylabel="TTFT (ms)", title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path, ax)
 
 
 def plot_cached_share(records: Sequence[TurnRecord], path: Path, title: str) -> None:
@@ -49,11 +54,7 @@ def plot_cached_share(records: Sequence[TurnRecord], path: Path, title: str) -> 
     for name, rs in _by_conversation(records).items():
         ax.plot([r.turn for r in rs], [100 * r.cached_share for r in rs], marker="o", label=name)
     ax.set(xlabel="turn", ylabel="prompt tokens served from cache (%)", ylim=(-3, 103), title=title)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path, ax)
 
 
 def plot_cumulative(records: Sequence[TurnRecord], path: Path, title: str) -> None:
@@ -65,13 +66,8 @@ def plot_cumulative(records: Sequence[TurnRecord], path: Path, title: str) -> No
         right.plot(turns, list(itertools.accumulate(r.ttft_s for r in rs)), marker="o", label=name)
     left.set(xlabel="turn", ylabel="computed prompt tokens, cumulative")
     right.set(xlabel="turn", ylabel="TTFT (s), cumulative")
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
     fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(fig, path, left, right)
 
 
 def plot_compaction(records: Sequence[TurnRecord], path: Path, title: str) -> None:

@@ -65,7 +65,7 @@ TASKS = [
 ]
 SCALES: dict[str, dict[str, int]] = {
     # tokens of system policies, number of tools, turns, tokens per tool result, max reply tokens
-    "small": {"system_tokens": 150, "tools": 3, "turns": 5, "result_tokens": 30, "reply_tokens": 16},
+    "small": {"system_tokens": 150, "tools": 3, "turns": 4, "result_tokens": 30, "reply_tokens": 16},
     "medium": {"system_tokens": 1000, "tools": 8, "turns": 8, "result_tokens": 150, "reply_tokens": 32},
     "large": {"system_tokens": 4000, "tools": 16, "turns": 10, "result_tokens": 500, "reply_tokens": 48},
 }
