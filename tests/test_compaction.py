@@ -60,16 +60,22 @@ def test_each_compaction_costs_one_cache_break(replayed) -> None:
     for policy in POLICIES:
         rs = [r for r in records if r.conversation == f"{policy}/stable"]
         for r in rs[1:]:
-            if r.meta["compaction"]:  # the rewrite point is the first history message, right after the system
+            event = r.meta["compaction"]
+            if "summarized" in event or "dropped" in event:  # rewritten from the first history message on
                 system_end = next(end for label, _, end in r.regions if label == "system")
                 first_message_end = next(end for _, start, end in r.regions if start == system_end)
                 assert system_end <= r.first_change < first_message_end and r.cached_tokens <= r.first_change
+            elif event:  # only tool results cleared: reuse runs up to the first cleared result
+                assert r.change_region.startswith("tool #") and r.cached_tokens <= r.first_change
             else:  # otherwise every request extends the previous one and its reply
                 assert r.first_change == -1
     rows = {row["conversation"]: row for row in policy_rows(records, {}, [r.conversation for r in records])}
     every, batch = rows["compact-every-turn/stable"], rows["batch-at-threshold/stable"]
     assert every["events"] > batch["events"] > 0
     assert every["computed_tokens"] > batch["computed_tokens"]  # batching beats compacting every turn
+    cleared_only = [r for r in records if r.meta["compaction"].startswith("cleared") and "summarized" not in
+                    r.meta["compaction"]]  # fmt: skip
+    assert cleared_only and all(r.conversation.startswith("clear-then-summarize/") for r in cleared_only)
 
 
 def test_timestamp_prefix_breaks_every_turn_whatever_the_policy(replayed) -> None:

@@ -30,7 +30,7 @@ class Policy:
 
 POLICIES = {
     "none": Policy(None),
-    "clear-then-summarize": Policy(0.8, 0.5, clear_results=True, fold_all=True),
+    "clear-then-summarize": Policy(0.8, 0.8, clear_results=True, fold_all=True),
     "compact-every-turn": Policy(0.5, 0.5),
     "batch-at-threshold": Policy(0.8, 0.4),
     "sliding-window": Policy(0.8, 0.8, drop=True),
@@ -86,7 +86,7 @@ class Compactor:
             durable = durable_lines(_text(frame(history)))
             cleared = self._clear_results(history) if p.clear_results else 0
             if cleared:
-                events.append(f"cleared {cleared} tool results")
+                events.append(f"cleared {cleared} tool result{'s' * (cleared != 1)}")
             folded = self._fold(history, frame) if self.count(frame(history)) > p.target * self.budget else 0
             if folded:
                 events.append(f"{'dropped' if p.drop else 'summarized'} {folded} turns")

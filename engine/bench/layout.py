@@ -46,8 +46,10 @@ def main(args: argparse.Namespace) -> int:
     env = environment(engine, "layout", args)
     last = len(sc.turns)
     where = [f"- `{r.conversation}`: reuse ended at token {r.first_divergence} of {r.prompt_tokens} "
-             f"(in {r.divergence_region}); the prompt first changed at token {r.first_change} "
-             f"(in {r.change_region}): `{r.change_context!r}`" for r in records if r.turn == last]  # fmt: skip
+             f"(in {r.divergence_region}); " + (f"the prompt first changed at token {r.first_change} "
+             f"(in {r.change_region}): `{r.change_context!r}`" if r.first_change >= 0 else
+             "the prompt only extended the previous request and its reply")
+             for r in records if r.turn == last]  # fmt: skip
     notes = ["Summary over turns 2+ (turn 1 is a cold start in every layout); `ttft_ratio` is relative to "
              f"`{baseline}`, measured in the same run.", "", f"Where reuse ended on turn {last}:", *where]  # fmt: skip
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"

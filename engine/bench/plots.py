@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from engine.bench.replay import TurnRecord  # noqa: E402
 
@@ -25,6 +26,7 @@ def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord
 
 def _save(fig: plt.Figure, path: Path, *axes: plt.Axes) -> None:
     for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # turns are whole numbers
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -85,6 +87,7 @@ def plot_compaction(records: Sequence[TurnRecord], path: Path, title: str) -> No
         axes[0][col].set(title=f"{prefix} prefix", ylabel="budget used (%)")
         axes[1][col].set(xlabel="turn", ylabel="prompt tokens from cache (%)", ylim=(-3, 103))
     for ax in axes.flat:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"{title} (dots: compaction events)")
