@@ -3,7 +3,9 @@ status bar, the latest user message, the generation prompt and the generated tex
 
 Found without knowing the template: message i ends where the rendering of messages[:i+1] stops agreeing
 with the full rendering (their longest common prefix); the tools are the characters that rendering the
-first message with tools adds to rendering it without. Characters map to tokens by tokenizer offsets.
+first message with tools adds to rendering it without; a default system prompt that the template writes when
+the first message is not a system message (Qwen2.5's and SmolLM2's do) is what rendering the first message
+alone has before the message's own rendering (what it adds after a system message). Characters map to tokens by tokenizer offsets.
 """
 
 from __future__ import annotations
@@ -53,6 +55,39 @@ def _common_prefix(a: str, b: str) -> int:
     return i
 
 
+def _common_suffix(a: str, b: str) -> int:
+    return _common_prefix(a[::-1], b[::-1])
+
+
+def _default_system_end(
+    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None,
+    **template_options: Any,
+) -> int:  # fmt: skip
+    """Characters of the system prompt written before a first message that is not one (0: none): the
+    template's default, or the one `render_text` adds to carry tools a template cannot place."""
+    if messages[0]["role"] == "system":
+        return 0
+    system: Message = {"role": "system", "content": "S"}
+    alone, system_only, after_system = (render_text(tokenizer, m, tools, add_generation_prompt=False, **template_options)
+                                        for m in (messages[:1], [system], [system, *messages[:1]]))  # fmt: skip
+    own = after_system[_common_prefix(system_only, after_system) :]  # the first message's own rendering
+    if alone.endswith(own):
+        return len(alone) - len(own)
+    return len(alone) - _common_suffix(alone, after_system)  # the default's closing marker then counts with it
+
+
+def _tools_span(
+    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]],
+    **template_options: Any,
+) -> tuple[int, int]:  # fmt: skip
+    """Characters [a, b) that rendering the first message with tools adds to rendering it without."""
+    first = list(messages[:1])
+    bare = render_text(tokenizer, first, None, add_generation_prompt=False, **template_options)
+    with_tools = render_text(tokenizer, first, tools, add_generation_prompt=False, **template_options)
+    a = _common_prefix(bare, with_tools)
+    return a, max(len(with_tools) - _common_suffix(bare, with_tools), a)
+
+
 def _labels(messages: Sequence[Message]) -> list[tuple[str, str]]:
     last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"
                      and not str(m.get("content", "")).lstrip().startswith(STATUS_TAG)), default=-1)  # fmt: skip
@@ -77,23 +112,22 @@ def render_prompt(
 ) -> RenderedPrompt:
     """Render with the chat template (generation prompt included) and label every token with its region."""
     full = render_text(tokenizer, messages, tools, **template_options)
+    tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
+    default_end = _default_system_end(tokenizer, messages, tools, **template_options)
+    if default_end and tools_span:  # the tools sit inside the default system prompt
+        default_end = max(default_end, tools_span[1])
     # (char_start, label, kind) spans, in order
-    spans: list[tuple[int, str, str]] = []
-    cursor = 0
+    spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
+    cursor = default_end
     for i, (label, kind) in enumerate(_labels(messages)):
         prefix = render_text(tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options)
         end = max(_common_prefix(prefix, full), cursor)
         spans.append((cursor, label, kind))
         cursor = end
     spans.append((cursor, "generation prompt", "template"))
-    if tools:
-        first = list(messages[:1])
-        bare = render_text(tokenizer, first, None, add_generation_prompt=False, **template_options)
-        with_tools = render_text(tokenizer, first, tools, add_generation_prompt=False, **template_options)
-        a = _common_prefix(bare, with_tools)
-        b = len(with_tools) - _common_prefix(bare[::-1], with_tools[::-1])
-        first_label, first_kind = spans[0][1], spans[0][2]
-        spans[1:1] = [(a, "tools", "tools"), (max(b, a), first_label, first_kind)]
+    if tools_span:  # split the first span (the system prompt) around the tools
+        a, b = tools_span
+        spans[1:1] = [(a, "tools", "tools"), (b, *spans[0][1:])]
 
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     starts = [s for s, _, _ in spans]

@@ -94,3 +94,16 @@ def test_any_conversation_is_covered(tokenizer, system: bool, turns: list[tuple[
     prompt = render_prompt(tokenizer, messages)
     _check_cover(prompt)
     assert prompt.regions[-1].label == "generation prompt"
+
+
+def test_a_system_prompt_the_template_writes_is_its_own_region(tokenizer) -> None:
+    """Both templates write a default system prompt when the first message is not a system message; with
+    tools, SmolLM2's gets the system message that carries them."""
+    for tools in (None, TOOLS):
+        prompt = render_prompt(tokenizer, MESSAGES[1:2], tools)
+        _check_cover(prompt)
+        labels = list(dict.fromkeys(r.label for r in prompt.regions))
+        assert labels == ["default system", *(["tools"] * bool(tools)), "latest user", "generation prompt"]
+        assert _text(tokenizer, prompt, "latest user").startswith("<|im_start|>user\nIs it raining in Oslo?")
+        assert {r.kind for r in prompt.regions if r.label == "default system"} == {"system"}
+    assert "You are" in _text(tokenizer, render_prompt(tokenizer, MESSAGES[1:2]), "default system")
