@@ -97,7 +97,7 @@ def capture(
 ) -> AttentionMaps:  # fmt: skip
     """Attention of the chosen layers, heads and rows (None: all; negative indices count from the end)."""
     cfg, ids = engine.config, prompt.token_ids
-    engine._check_context(len(ids), 0)
+    engine.check_context(len(ids), 0)
     layers = _indices("layer", layers, cfg.num_layers)
     heads = _indices("head", heads, cfg.num_heads)
     rows = _indices("row", rows, len(ids))

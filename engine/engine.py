@@ -123,13 +123,14 @@ class Engine:
     def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
         """float32 [len, vocab] from a plain causal forward with no cache: the reference path."""
         ids = self.prompt_ids(list(token_ids))
-        self._check_context(len(ids), 0)
+        self.check_context(len(ids), 0)
         return self.model(self._tensor(ids), StepContext(), logits_rows=slice(None))
 
     def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.long, device=self.device)
 
-    def _check_context(self, prompt_len: int, max_new_tokens: int) -> None:
+    def check_context(self, prompt_len: int, max_new_tokens: int) -> None:
+        """Refuse (never truncate) a request that does not fit the model's context."""
         limit = self.config.max_position_embeddings
         if prompt_len + max_new_tokens > limit:
             raise ContextOverflowError(
@@ -175,7 +176,7 @@ class Engine:
         ids = self.prompt_ids(prompt)
         if max_new_tokens < 1:
             raise PromptError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        self._check_context(len(ids), max_new_tokens)
+        self.check_context(len(ids), max_new_tokens)
         use_cache = self.cache_enabled if cache is None else cache and self.cache_enabled
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         seq = Seq(list(ids), salt=cache_salt)
