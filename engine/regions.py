@@ -3,9 +3,10 @@ status bar, the latest user message, the generation prompt and the generated tex
 
 Found without knowing the template: message i ends where the rendering of messages[:i+1] stops agreeing
 with the full rendering (their longest common prefix); the tools are the characters that rendering the
-first message with tools adds to rendering it without; a default system prompt that the template writes when
-the first message is not a system message (Qwen2.5's and SmolLM2's do) is what rendering the first message
-alone has before the message's own rendering (what it adds after a system message). Characters map to tokens by tokenizer offsets.
+first message with tools adds to rendering it without; a system prompt the template writes on its own when
+the first message is not a system message (Qwen2.5's and SmolLM2's do) is what rendering that message alone
+has before the message's own rendering (what it adds after a system message). Characters map to tokens by
+tokenizer offsets.
 """
 
 from __future__ import annotations
@@ -68,12 +69,14 @@ def _default_system_end(
     if messages[0]["role"] == "system":
         return 0
     system: Message = {"role": "system", "content": "S"}
-    alone, system_only, after_system = (render_text(tokenizer, m, tools, add_generation_prompt=False, **template_options)
-                                        for m in (messages[:1], [system], [system, *messages[:1]]))  # fmt: skip
+
+    def render(msgs: list[Message]) -> str:
+        return render_text(tokenizer, msgs, tools, add_generation_prompt=False, **template_options)
+
+    alone, system_only, after_system = render(list(messages[:1])), render([system]), render([system, messages[0]])
     own = after_system[_common_prefix(system_only, after_system) :]  # the first message's own rendering
-    if alone.endswith(own):
-        return len(alone) - len(own)
-    return len(alone) - _common_suffix(alone, after_system)  # the default's closing marker then counts with it
+    # A template that renders the first message differently after a system message: no default found.
+    return len(alone) - len(own) if alone.endswith(own) else 0
 
 
 def _tools_span(
