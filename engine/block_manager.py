@@ -2,6 +2,8 @@
 
 Invariants (checked by the property test in tests/test_block_manager.py):
 - every block is either referenced (ref_count > 0) or in the free queue, never both;
+- `reserved` free blocks are promised to admitted sequences (`len(free) >= reserved`): a sequence can always
+  grow to the size it was admitted for, however many others are live;
 - a block is evictable only when its ref count is 0; eviction takes the least recently used free block;
 - `table[h] == b` implies `blocks[b].hash == h` and block b holds the tokens that hash to h;
 - only full blocks are hashed; hashes chain: h_i = H(h_{i-1}, tokens of block i), with
@@ -53,6 +55,7 @@ class BlockManager:
         # Free blocks in LRU order: the first is reused (and, if it holds a hash, evicted) first. O(1) ops.
         self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
         self.table: dict[bytes, int] = {}
+        self.reserved = 0  # the sum of live sequences' `reserved`
         self.stats = CacheStats()
 
     @property
@@ -84,24 +87,27 @@ class BlockManager:
         return ids, hashes
 
     def admit(self, seq: Sequence, max_tokens: int, use_cache: bool = True) -> None:
-        """Reference the cached prefix of `seq` and check that `max_tokens` positions can be held.
+        """Reference the cached prefix of `seq` and reserve the blocks for `max_tokens` positions.
 
         Refuses (CacheCapacityError) before changing anything if the blocks cannot be found even by
-        evicting every unreferenced block.
+        evicting every unreferenced block that no other sequence has reserved.
         """
         hits, hashes = self.match(seq.token_ids, seq.salt) if use_cache else ([], [])
         needed = -(-max_tokens // self.block_size) - len(hits)
-        available = len(self.free) - sum(1 for b in hits if self.blocks[b].ref_count == 0)
+        available = len(self.free) - self.reserved - sum(1 for b in hits if self.blocks[b].ref_count == 0)
         if needed > available:
             in_use = self.num_blocks - len(self.free)
             raise CacheCapacityError(
                 f"request needs {needed} more KV blocks ({max_tokens} tokens at {self.block_size} per block) "
-                f"but only {available} of {self.num_blocks} can be freed ({in_use} are in use); "
+                f"but only {available} of {self.num_blocks} can be freed ({in_use} are in use, {self.reserved} "
+                "promised to running requests); "
                 "raise cache_tokens/cache_gb or shorten the request"
             )
         for b in hits:
             self._ref(b)
         seq.block_table, seq.block_hashes = list(hits), list(hashes)
+        seq.reserved = max(needed, 0)
+        self.reserved += seq.reserved
         seq.num_cached = seq.num_kv = len(hits) * self.block_size
         if use_cache:
             self.stats.lookups += 1
@@ -109,10 +115,15 @@ class BlockManager:
             self.stats.miss_tokens += len(seq) - seq.num_cached
 
     def grow(self, seq: Sequence, num_tokens: int) -> None:
-        """Make the block table cover positions [0, num_tokens)."""
+        """Make the block table cover positions [0, num_tokens), from the sequence's reservation first."""
         while len(seq.block_table) * self.block_size < num_tokens:
-            if not self.free:
-                raise CacheCapacityError("the KV cache ran out of blocks while growing a sequence")
+            if seq.reserved:
+                seq.reserved -= 1
+                self.reserved -= 1
+            elif len(self.free) <= self.reserved:
+                raise CacheCapacityError(
+                    "the KV cache ran out of blocks while growing a sequence past the size it was admitted for"
+                )
             block_id, _ = self.free.popitem(last=False)
             self._evict(block_id)
             self.blocks[block_id].ref_count = 1
@@ -142,6 +153,8 @@ class BlockManager:
                 if block.hash is None:
                     self.free.move_to_end(block_id, last=False)
         seq.block_table = []
+        self.reserved -= seq.reserved
+        seq.reserved = 0
 
     def reset(self) -> None:
         """Forget every cached block. Only valid when no sequence holds blocks."""

@@ -22,6 +22,7 @@ class Sequence:
     num_cached: int = 0
     num_kv: int = 0
     num_prompt: int = 0
+    reserved: int = 0  # blocks admitted for and not yet taken: BlockManager.grow draws on these first
 
     def __post_init__(self) -> None:
         self.num_prompt = len(self.token_ids)

@@ -18,6 +18,7 @@ def check_invariants(bm: BlockManager) -> None:
     assert all(b.ref_count >= 0 for b in bm.blocks)
     assert referenced.isdisjoint(bm.free)  # no block both free and referenced
     assert len(referenced) + len(bm.free) == bm.num_blocks  # free + used = capacity
+    assert 0 <= bm.reserved <= len(bm.free)  # every promised block can still be handed out
     for h, block_id in bm.table.items():
         block = bm.blocks[block_id]
         assert block.hash == h and len(block.token_ids) == BS
@@ -95,7 +96,9 @@ def test_lru_evicts_least_recently_used_first() -> None:
         seq.num_kv = 8
         bm.publish(seq)
         bm.release(seq)
-    assert bm.admit(Sequence([1] * 9), 9) is None  # touch a: b is now least recently used
+    touch = Sequence([1] * 9)
+    bm.admit(touch, 9)  # touch a: b is now least recently used
+    bm.release(touch)
     c = Sequence([3] * 9)
     bm.admit(c, 8)
     bm.grow(c, 8)
@@ -120,3 +123,17 @@ def test_usage_counts() -> None:
 def test_refuses_zero_capacity() -> None:
     with pytest.raises(CacheCapacityError):
         BlockManager(0, BS, b"ns")
+
+
+def test_admission_reserves_the_blocks_a_live_sequence_may_still_need() -> None:
+    bm = BlockManager(4, BS, b"ns")
+    a = Sequence([1])
+    bm.admit(a, 16)  # 4 blocks promised, 1 taken so far
+    bm.grow(a, 1)
+    with pytest.raises(CacheCapacityError, match="only 0 of 4 can be freed"):
+        bm.admit(Sequence([2]), 4)  # three free blocks, all promised to a
+    bm.grow(a, 16)  # a grows to its admitted size
+    with pytest.raises(CacheCapacityError, match="past the size it was admitted for"):
+        bm.grow(a, 17)
+    bm.release(a)
+    assert bm.reserved == 0 and len(bm.free) == 4
