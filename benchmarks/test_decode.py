@@ -4,27 +4,44 @@ from __future__ import annotations
 
 from benchmarks.harness import Pair, Shapes, measure, rewind
 from engine.flops import forward_flops
+from engine.kv_cache import SequenceKV
 from engine.sequence import Sequence
 
 
 def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: int) -> None:
-    ids = pair.base[: context + 1]
-    benchmark.group = f"decode @{context} {pair.device.type}"
-    info = dict(
-        case="decode", impl=impl, context=context, flops=forward_flops(pair.config, context, context + 1)
-    )
     if impl == "transformers":
         cache = pair.their_cache(context)
-        measure(benchmark, pair, lambda: pair.theirs_forward(ids[-1:], cache), shapes.budget_s,
-                setup=lambda: rewind(cache, context), **info)  # fmt: skip
+        step = lambda: pair.theirs_forward(pair.base[context : context + 1], cache)  # noqa: E731
+        measure(benchmark, pair, step, shapes.budget_s, setup=lambda: rewind(cache, context),
+                **_info(benchmark, pair, context, impl))  # fmt: skip
         return
-    # Our engine's own decode step (`Engine._forward` of one position) on a sequence whose first `context`
-    # tokens are served from the prefix cache; every round rewrites the same position.
-    seq = Sequence(ids)
+    _our_step(benchmark, pair, shapes, context, impl, windowed=True)
+
+
+def test_decode_step_gathering(benchmark, pair: Pair, shapes: Shapes, context: int) -> None:
+    """The same step gathering its context from the pool's blocks, as decoding does when device memory
+    cannot hold the window: what the window saves, measured in the same run."""
+    _our_step(benchmark, pair, shapes, context, "ours-gather", windowed=False)
+
+
+def _info(benchmark, pair: Pair, context: int, impl: str) -> dict:
+    """Groups the step with the others at this context; returns its JSON record."""
+    benchmark.group = f"decode @{context} {pair.device.type}"
+    return dict(
+        case="decode", impl=impl, context=context, flops=forward_flops(pair.config, context, context + 1)
+    )
+
+
+def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, windowed: bool) -> None:
+    """Our engine's own decode step (`Engine._forward` of one position, reading its context from the
+    decoding window as `generate` does, or gathering it) on a sequence whose first `context` tokens are
+    served from the prefix cache; every round rewrites the same position."""
+    seq = Sequence(pair.base[: context + 1])
     pair.ours.blocks.admit(seq, context + 1)
     assert seq.num_cached == context
     try:
-        step = lambda: int(pair.ours._forward(seq, context, context + 1).argmax())  # noqa: E731
-        measure(benchmark, pair, step, shapes.budget_s, **info)
+        window = SequenceKV(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
+        step = lambda: int(pair.ours._forward(seq, context, context + 1, window).argmax())  # noqa: E731
+        measure(benchmark, pair, step, shapes.budget_s, **_info(benchmark, pair, context, impl))
     finally:
         pair.ours.blocks.release(seq)

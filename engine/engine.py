@@ -19,7 +19,7 @@ from engine.block_manager import BlockManager
 from engine.chat import Message, render_text
 from engine.devices import default_cache_bytes, device_description, dtype_name, now
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
-from engine.kv_cache import KVCache, StepContext
+from engine.kv_cache import KVCache, SequenceKV, StepContext
 from engine.model import Decoder
 from engine.outputs import Generation, Timing, Usage
 from engine.regions import RenderedPrompt
@@ -138,8 +138,9 @@ class Engine:
                 f"of {limit} tokens; refused (prompts are never truncated)"
             )
 
-    def _forward(self, seq: Seq, start: int, end: int) -> torch.Tensor:
-        """Compute positions [start, end) of `seq`, writing their K/V; logits of the last one [vocab]."""
+    def _forward(self, seq: Seq, start: int, end: int, window: SequenceKV | None = None) -> torch.Tensor:
+        """Compute positions [start, end) of `seq`, writing their K/V; logits of the last one [vocab].
+        With a `window` (decoding) the context is read from it rather than gathered from the pool."""
         self.blocks.grow(seq, end)
         for s in range(start, end, self.prefill_chunk):
             e = min(s + self.prefill_chunk, end)
@@ -147,7 +148,8 @@ class Engine:
                 start=s,
                 kv=self.kv,
                 write_slots=self.kv.slots(seq.block_table, s, e),
-                read_slots=self.kv.slots(seq.block_table, 0, e) if s > 0 else None,
+                read_slots=self.kv.slots(seq.block_table, 0, e) if s > 0 and window is None else None,
+                window=window,
             )
             logits = self.model(self._tensor(seq.token_ids[s:e]), ctx)
         seq.num_kv = end
@@ -217,7 +219,7 @@ class Engine:
         use_cache: bool, kept: list[torch.Tensor] | None,
     ) -> str:  # fmt: skip
         """Append sampled tokens until EOS, a stop string or max_new; return the finish reason."""
-        shown = ""
+        shown, window = "", self._window(seq, max_new) if max_new > 1 else None
         while True:
             seq.token_ids.append(token)
             if token in self.source.eos_ids:
@@ -231,10 +233,18 @@ class Engine:
                     return "stop"
             if len(seq.generated) >= max_new:
                 return "length"
-            logits = self._forward(seq, seq.num_kv, seq.num_kv + 1)
+            logits = self._forward(seq, seq.num_kv, seq.num_kv + 1, window)
             if use_cache:
                 self.blocks.publish(seq)
             token = self._sample(logits, temperature, top_p, gen, kept)
+
+    def _window(self, seq: Seq, max_new: int) -> SequenceKV | None:
+        """The prompt's K/V gathered once for decoding; None where device memory cannot hold the copy,
+        and then every step gathers its context from the pool instead (same numbers, more traffic)."""
+        try:
+            return SequenceKV(self.kv, seq.block_table, seq.num_kv, seq.num_prompt + max_new)
+        except torch.OutOfMemoryError:
+            return None
 
     @staticmethod
     def _sample(

@@ -63,6 +63,34 @@ class KVCache:
         return k.index_select(0, slots), v.index_select(0, slots)
 
 
+class SequenceKV:
+    """One decoding sequence's K/V, contiguous per layer and KV head (`[layers, kv_heads, capacity, head_dim]`,
+    the layout attention reads), kept beside the pool so that a decode step attends over a view instead of
+    gathering every block again.
+
+    Invariant: rows [0, length) equal the pool's slots for positions [0, length) of the sequence. It is
+    filled by one gather when decoding starts; each step then appends its row here as well as to the pool
+    (the pool stays the record that the prefix cache publishes). It costs one more copy of this sequence's K/V.
+    """
+
+    def __init__(self, kv: KVCache, block_table: list[int], length: int, capacity: int) -> None:
+        layers, kvh, d = kv.k.shape[0], kv.k.shape[-2], kv.k.shape[-1]
+        self.k = torch.empty((layers, kvh, capacity, d), dtype=kv.k.dtype, device=kv.k.device)
+        self.v = torch.empty_like(self.k)
+        slots = kv.slots(block_table, 0, length)
+        for layer in range(layers):
+            k, v = kv.read(layer, slots)
+            self.k[layer, :, :length], self.v[layer, :, :length] = k.transpose(0, 1), v.transpose(0, 1)
+
+    def extend(
+        self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store rows [start, start + T) of one layer; return K, V `[start + T, kv_heads, head_dim]` (views)."""
+        end = start + k.shape[0]
+        self.k[layer, :, start:end], self.v[layer, :, start:end] = k.transpose(0, 1), v.transpose(0, 1)
+        return self.k[layer, :, :end].transpose(0, 1), self.v[layer, :, :end].transpose(0, 1)
+
+
 # Called per layer with post-RoPE queries [T, heads, head_dim] and all keys [L, kv_heads, head_dim].
 QKObserver = Callable[[int, torch.Tensor, torch.Tensor], None]
 
@@ -72,12 +100,13 @@ class StepContext:
     """What one forward step needs to know about the cache.
 
     `start` is the absolute position of the first new token. New K/V are written to `write_slots`;
-    attention reads positions [0, start + T) from `read_slots` (which include the new ones).
-    With `kv is None` there is no cache: the step is a plain causal forward from position 0.
+    attention reads positions [0, start + T) from `window` when decoding, else from `read_slots` (which
+    include the new ones). With `kv is None` there is no cache: the step is a plain causal forward from 0.
     """
 
     start: int = 0
     kv: KVCache | None = None
     write_slots: torch.Tensor | None = None
     read_slots: torch.Tensor | None = None
+    window: SequenceKV | None = None
     observe: QKObserver | None = None

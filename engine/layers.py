@@ -78,7 +78,9 @@ class Attention(nn.Module):
 
         if ctx.kv is not None:
             ctx.kv.write(self.layer, ctx.write_slots, k, v)
-            if ctx.start > 0:  # a cached prefix: attend over everything the sequence holds
+            if ctx.window is not None:  # decoding: the context is already contiguous
+                k, v = ctx.window.extend(self.layer, ctx.start, k, v)
+            elif ctx.start > 0:  # a cached prefix: attend over everything the sequence holds
                 k, v = ctx.kv.read(self.layer, ctx.read_slots)
         if ctx.observe is not None:
             ctx.observe(self.layer, q, k)

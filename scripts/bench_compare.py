@@ -7,7 +7,9 @@ cancel out (lower is better):
 - `ours/transformers <case>`: our time over `transformers`' time for the same case, weights and device;
 - `achieved/ideal cached S+V`: our (cached TTFT / full prefill of S+V) over the FLOP-model ideal ratio;
 - `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
-- `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first.
+- `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first;
+- `window/gather decode @N`: our decode step reading its context from the decoding window over the same step
+  gathering it from the pool's blocks.
 A metric regresses when it grows by more than the threshold over the baseline's value (default 0.25: run-to-run
 noise on shared machines is 10-20%). Exit status: 0 no regression, 1 a regression, 2 unusable input files.
 """
@@ -105,6 +107,9 @@ def metrics(run: Run) -> dict[str, float]:
         theirs = run.medians.get((case, "transformers"))
         if impl == "ours" and theirs:
             out[f"ours/transformers {case}"] = ours / theirs
+        gathering = run.medians.get((case, "ours-gather"))
+        if impl == "ours" and gathering:
+            out[f"window/gather {case}"] = ours / gathering
     for case, impl in cases:
         ttft, info = run.medians[(case, impl)], run.info[(case, impl)]
         if info["case"] == "replay":

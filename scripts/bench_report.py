@@ -67,6 +67,17 @@ def cached(run: Run, ratios: dict[str, float]) -> list[str]:
     return table(header, rows) + notes
 
 
+def decode_window(run: Run, ratios: dict[str, float]) -> list[str]:
+    rows = []
+    for name, ratio in ratios.items():
+        case = name.removeprefix("window/gather ")
+        if case != name:
+            rows.append([case.removeprefix("decode @"), seconds(run.medians[(case, "ours")]),
+                         seconds(run.medians[(case, "ours-gather")]), f"{ratio:.3f}"])  # fmt: skip
+    header = ["context", "window (as generate decodes)", "gathering from the blocks", "window / gather"]
+    return table(header, rows) if rows else []
+
+
 def block_sizes(run: Run) -> list[str]:
     entries = sorted((i["block_size"], k) for k, i in run.info.items() if i["case"] == "block_size")
     if not entries:
@@ -125,6 +136,10 @@ def summary(run: Run) -> str:
         "## Ours against transformers (same weights, device, dtype; sdpa)",
         "",
         *paired(run, ratios),
+        "",
+        "## Decode: the contiguous decoding window against gathering the context every step",
+        "",
+        *decode_window(run, ratios),
         "",
         "## Cached prefix: S cached + V new tokens against a full prefill of S+V",
         "",
