@@ -78,3 +78,16 @@ def smollm2():
     import engine
 
     return engine.load("smollm2-135m", device="cpu", cache_tokens=8192)
+
+
+@pytest.fixture
+def eng(tiny_dir: Callable[..., Path]):
+    """A tiny Qwen2 engine with its own 1,024-token prefix cache in blocks of 16."""
+    import engine
+
+    return engine.load(str(tiny_dir("qwen2")), device="cpu", block_size=16, cache_tokens=1024)
+
+
+def random_ids(n: int, seed: int) -> list[int]:
+    """Seeded token ids in [3, 512), the tiny models' vocabulary without its first ids."""
+    return torch.randint(3, 512, (n,), generator=torch.Generator().manual_seed(seed)).tolist()

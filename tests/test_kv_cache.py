@@ -3,22 +3,12 @@ instead of gathering the context from the pool, and without it (no device memory
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-import engine
 from engine.kv_cache import KVCache, SequenceKV
+from tests.conftest import random_ids as tokens
 
 BS = 16
-
-
-@pytest.fixture
-def eng(tiny_dir):
-    return engine.load(str(tiny_dir("qwen2")), device="cpu", block_size=BS, cache_tokens=1024)
-
-
-def tokens(n: int, seed: int) -> list[int]:
-    return torch.randint(3, 512, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
 def test_window_rows_equal_the_pool_and_extend_in_place(eng) -> None:

@@ -3,22 +3,13 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 import engine
 from engine import block_manager
 from engine.errors import CacheCapacityError
+from tests.conftest import random_ids as tokens
 
 BS = 16
-
-
-@pytest.fixture
-def eng(tiny_dir):
-    return engine.load(str(tiny_dir("qwen2")), device="cpu", block_size=BS, cache_tokens=1024)
-
-
-def tokens(n: int, seed: int) -> list[int]:
-    return torch.randint(3, 512, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
 def assert_exact(e, prompt: list[int], expected_cached: int, new: int = 8):
