@@ -26,11 +26,17 @@ FALLBACK_MODEL = "smollm2-135m"
 REPO = Path(__file__).resolve().parents[2]
 
 
-def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
+def add_run_args(parser: argparse.ArgumentParser, seed_help: str = "weights seed for synthetic: models") -> None:
+    """What every bench command takes: the model (default `auto`), a results folder and a seed."""
     add_model_args(parser, default_model="auto")
-    parser.add_argument("--repeats", type=int, default=repeats, help=f"timed repeats per turn (default {repeats})")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
-    parser.add_argument("--seed", type=int, default=0, help="scenario seed (and synthetic weights seed)")
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+
+
+def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
+    """The replaying commands' flags: `add_run_args` plus timed repeats."""
+    add_run_args(parser, "scenario seed (and synthetic weights seed)")
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"timed repeats per turn (default {repeats})")
 
 
 def open_engine(args: argparse.Namespace) -> Engine:

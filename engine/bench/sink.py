@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from engine.attention import attention_rows, token_labels
 from engine.bench.common import (
+    add_run_args,
     environment,
     open_engine,
     run_dir,
@@ -29,7 +30,6 @@ from engine.bench.common import (
     write_json,
 )
 from engine.chat import Message
-from engine.cli import add_model_args
 from engine.engine import Engine
 from engine.errors import PromptError
 from engine.viz.charts import layer_head_matrices, line_chart
@@ -224,9 +224,7 @@ def plot(records: list[dict[str, Any]], args: argparse.Namespace, engine: Engine
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("sink", help="attention on the first token(s), per layer and head",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_model_args(parser, default_model="auto")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
-    parser.add_argument("--seed", type=int, default=0, help="weights seed for synthetic: models")
+    add_run_args(parser)
     parser.add_argument("--prompts", nargs="+", default=list(PROMPTS),
                         help=f"built-in names ({', '.join(PROMPTS)}) or .json message / .txt text files")  # fmt: skip
     parser.add_argument("--min-row", type=int, default=9, help="first query row averaged (default 9)")

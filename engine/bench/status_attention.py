@@ -17,9 +17,8 @@ import torch
 from tqdm import tqdm
 
 from engine.attention import AttentionMaps, capture, continue_greedily
-from engine.bench.common import environment, open_engine, run_dir, table, write_csv, write_json
+from engine.bench.common import add_run_args, environment, open_engine, run_dir, table, write_csv, write_json
 from engine.chat import Message
-from engine.cli import add_model_args
 from engine.engine import Engine
 from engine.regions import STATUS_TAG, render_prompt
 from engine.viz.charts import line_chart
@@ -136,8 +135,6 @@ def _mean(values: list[float]) -> float:
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("status-attention", help="attention on an <agent_status> block vs raw call records",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    add_model_args(parser, default_model="auto")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
-    parser.add_argument("--seed", type=int, default=0, help="weights seed for synthetic: models")
+    add_run_args(parser)
     parser.add_argument("--max-new-tokens", type=int, default=48, help="greedy answer length (default 48)")
     parser.set_defaults(func=run_status_attention)
