@@ -20,7 +20,7 @@ import torch
 from tqdm import tqdm
 
 from engine.attention import attention_rows, token_labels
-from engine.bench.common import (
+from engine.bench.machinery.args import (
     add_run_args,
     environment,
     open_engine,

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from engine.bench.replay import TurnRecord  # noqa: E402
+from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
 
 
 def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord]]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.bench.replay import Request
+from engine.bench.machinery.replayer import Request
 from engine.chat import Message
 
 CALL_LIMIT = 3

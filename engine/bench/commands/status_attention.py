@@ -17,7 +17,15 @@ import torch
 from tqdm import tqdm
 
 from engine.attention import AttentionMaps, capture, continue_greedily
-from engine.bench.common import add_run_args, environment, open_engine, run_dir, table, write_csv, write_json
+from engine.bench.machinery.args import (
+    add_run_args,
+    environment,
+    open_engine,
+    run_dir,
+    table,
+    write_csv,
+    write_json,
+)
 from engine.chat import Message
 from engine.engine import Engine
 from engine.regions import STATUS_TAG, render_prompt

@@ -7,12 +7,18 @@ import argparse
 import itertools
 from typing import Any
 
-from engine.bench.common import add_bench_args, environment, open_engine, run_dir, table
-from engine.bench.compactor import POLICIES, Compactor, History, Summarizer, extractive_summary
-from engine.bench.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
-from engine.bench.plots import plot_compaction, plot_cumulative
-from engine.bench.replay import Conversation, Replayer, Request, TurnRecord
-from engine.bench.report import summarize, write_results
+from engine.bench.machinery.args import add_bench_args, environment, open_engine, run_dir, table
+from engine.bench.machinery.plots import plot_compaction, plot_cumulative
+from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
+from engine.bench.machinery.report import summarize, write_results
+from engine.bench.workloads.compaction_policies import (
+    POLICIES,
+    Compactor,
+    History,
+    Summarizer,
+    extractive_summary,
+)
+from engine.bench.workloads.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
 from engine.chat import Message
 from engine.engine import Engine
 from engine.errors import CompactionError

@@ -9,10 +9,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.bench.sink import PROMPTS, load_prompt, measure, sink_rows, summary, transformers_rows, variants
+from engine.bench.commands.sink import (
+    PROMPTS,
+    load_prompt,
+    measure,
+    sink_rows,
+    summary,
+    transformers_rows,
+    variants,
+)
 from engine.errors import PromptError
 
-COMMITTED = Path(__file__).resolve().parents[1] / "results" / "sink-smollm2-135m-cpu" / "sink.json"
+COMMITTED = Path(__file__).resolve().parents[3] / "results" / "sink-smollm2-135m-cpu" / "sink.json"
 
 
 @pytest.fixture(scope="module")

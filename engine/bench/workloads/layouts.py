@@ -12,8 +12,8 @@ import json
 import random
 from collections.abc import Callable
 
-from engine.bench.replay import Request
-from engine.bench.scenario import Scenario, Turn
+from engine.bench.machinery.replayer import Request
+from engine.bench.workloads.scenario import Scenario, Turn
 from engine.chat import Message
 
 WINDOW_MESSAGES = 6  # sliding-window: history messages kept

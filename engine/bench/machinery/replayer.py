@@ -16,7 +16,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.bench.common import spread
+from engine.bench.machinery.args import spread
 from engine.chat import Message
 from engine.engine import Engine
 from engine.errors import CompactionError

@@ -7,15 +7,21 @@ import math
 import pytest
 
 import engine
-from engine.bench.costs import (
+from engine.bench.commands.statusbar import replay_status
+from engine.bench.machinery.replayer import reply_tokens
+from engine.bench.workloads.agent_status import (
+    STATUS_LAYOUTS,
+    build_trajectory,
+    call_message,
+    render_status,
+    status_request,
+)
+from engine.bench.workloads.costs import (
     append_extra_tokens,
     break_even_between,
     measure_token_costs,
     replace_extra_tokens,
 )
-from engine.bench.replay import reply_tokens
-from engine.bench.status import STATUS_LAYOUTS, build_trajectory, call_message, render_status, status_request
-from engine.bench.statusbar import replay_status
 
 BS = 16
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.bench.status_attention import CALL_LABELS, CASES, TOOLS, run_case
+from engine.bench.commands.status_attention import CALL_LABELS, CASES, TOOLS, run_case
 from engine.regions import render_prompt
 
 

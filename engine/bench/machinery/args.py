@@ -23,7 +23,7 @@ from engine.loader import load
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 FALLBACK_MODEL = "smollm2-135m"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def add_run_args(parser: argparse.ArgumentParser, seed_help: str = "weights seed for synthetic: models") -> None:

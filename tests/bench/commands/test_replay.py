@@ -9,8 +9,8 @@ import sys
 import pytest
 
 import engine
-from engine.bench.replay import Conversation, Replayer
-from engine.bench.trace import load_trace
+from engine.bench.commands.replay import load_trace
+from engine.bench.machinery.replayer import Conversation, Replayer
 from engine.errors import TraceError
 
 SYSTEM = "You are a billing assistant. " * 30

@@ -8,10 +8,10 @@ import itertools
 import pytest
 
 import engine
-from engine.bench.compaction import PREFIXES, CompactedChat, policy_rows
-from engine.bench.compactor import POLICIES, Compactor, History
-from engine.bench.longchat import build_long_chat, durable_lines
-from engine.bench.replay import Conversation, Replayer
+from engine.bench.commands.compaction import PREFIXES, CompactedChat, policy_rows
+from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.workloads.compaction_policies import POLICIES, Compactor, History
+from engine.bench.workloads.longchat import build_long_chat, durable_lines
 from engine.errors import CompactionError
 
 TURNS, BUDGET, BS = 24, 1024, 16

@@ -7,12 +7,12 @@ import functools
 import sys
 from typing import Any
 
-from engine.bench.common import add_bench_args, environment, open_engine, run_dir, table
-from engine.bench.layouts import LAYOUTS
-from engine.bench.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.replay import Conversation, Replayer
-from engine.bench.report import SUMMARY_COLUMNS, summarize, write_results
-from engine.bench.scenario import SCALES, build_scenario
+from engine.bench.machinery.args import add_bench_args, environment, open_engine, run_dir, table
+from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
+from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, write_results
+from engine.bench.workloads.layouts import LAYOUTS
+from engine.bench.workloads.scenario import SCALES, build_scenario
 
 
 def register(commands: Any) -> None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.bench.longchat import durable_lines
+from engine.bench.workloads.longchat import durable_lines
 from engine.chat import Message
 from engine.errors import CompactionError
 

@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from engine.bench.common import add_bench_args, environment, open_engine, run_dir, table
-from engine.bench.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.replay import Conversation, Replayer, Request
-from engine.bench.report import summarize, write_results
+from engine.bench.machinery.args import add_bench_args, environment, open_engine, run_dir, table
+from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
+from engine.bench.machinery.replayer import Conversation, Replayer, Request
+from engine.bench.machinery.report import summarize, write_results
 from engine.chat import Message, validate_messages
 from engine.errors import PromptError, TraceError
 

@@ -8,8 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from engine.bench.common import table, write_csv, write_json
-from engine.bench.replay import TurnRecord
+from engine.bench.machinery.args import table, write_csv, write_json
+from engine.bench.machinery.replayer import TurnRecord
 
 SUMMARY_COLUMNS = ["conversation", "ttft_ms", "ttft_ratio", "cold_ttft_ms", "total_ttft_s", "cached_share",
                    "computed_tokens", "prompt_tokens", "reuse_ends_in"]  # fmt: skip

@@ -7,23 +7,23 @@ import argparse
 import itertools
 from typing import Any
 
-from engine.bench.common import add_bench_args, environment, open_engine, run_dir, table, write_csv
-from engine.bench.costs import (
-    append_extra_tokens,
-    break_even_between,
-    measure_token_costs,
-    replace_extra_tokens,
-)
-from engine.bench.plots import plot_cached_share, plot_cumulative, plot_sweep, plot_token_strip
-from engine.bench.replay import Conversation, Replayer, TurnRecord, reply_tokens
-from engine.bench.report import SUMMARY_COLUMNS, summarize, write_results
-from engine.bench.status import (
+from engine.bench.machinery.args import add_bench_args, environment, open_engine, run_dir, table, write_csv
+from engine.bench.machinery.plots import plot_cached_share, plot_cumulative, plot_sweep, plot_token_strip
+from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord, reply_tokens
+from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, write_results
+from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     Trajectory,
     build_trajectory,
     call_message,
     render_status,
     status_request,
+)
+from engine.bench.workloads.costs import (
+    append_extra_tokens,
+    break_even_between,
+    measure_token_costs,
+    replace_extra_tokens,
 )
 from engine.engine import Engine
 
