@@ -1,11 +1,12 @@
-"""`python -m engine.generate --model M --prompt "..."`: stream an answer, then print usage and timing."""
+"""The command line of `python -m engine.generate --model M --prompt "..."` (entry: engine/generate.py):
+stream an answer, then print usage and timing."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from engine.cli import add_model_args, engine_options, run
+from engine.cli import add_model_args, engine_options
 from engine.errors import PromptError
 from engine.loader import load
 
@@ -28,14 +29,22 @@ def main(argv: list[str] | None = None) -> int:
 
     engine = load(args.model, args.device, args.dtype, **engine_options(args))
     if engine.source.synthetic:
-        print(f"[{args.model}: synthetic random weights; the text below is meaningless, the timings are real]",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"[{args.model}: synthetic random weights; the text below is meaningless, the timings are real]",
+            file=sys.stderr,
+        )
     messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
         {"role": "user", "content": args.prompt}
     ]
     prompt = args.prompt if args.raw else messages
-    gen = engine.generate(prompt, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                          top_p=args.top_p, seed=args.seed, on_token=lambda s: print(s, end="", flush=True))  # fmt: skip
+    gen = engine.generate(
+        prompt,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        seed=args.seed,
+        on_token=lambda s: print(s, end="", flush=True),
+    )
     u, t = gen.usage, gen.timing
     print(
         f"\n---\n{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}): "
@@ -44,7 +53,3 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-if __name__ == "__main__":
-    run(main)

@@ -7,10 +7,11 @@ import argparse
 import itertools
 from typing import Any
 
-from engine.bench.machinery.args import add_bench_args, environment, open_engine, run_dir, table
+from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_compaction, plot_cumulative
 from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
-from engine.bench.machinery.report import summarize, write_results
+from engine.bench.machinery.report import summarize, table, write_results
+from engine.bench.machinery.results import environment, run_dir
 from engine.bench.workloads.compaction_policies import (
     POLICIES,
     Compactor,
@@ -24,21 +25,42 @@ from engine.engine import Engine
 from engine.errors import CompactionError
 
 PREFIXES = ("stable", "timestamp-first")
-POLICY_COLUMNS = ["conversation", "max_utilization", "events", "cache_breaks", "computed_tokens", "total_ttft_s",
-                  "cached_share", "refused_at_turn"]  # fmt: skip
+POLICY_COLUMNS = [
+    "conversation",
+    "max_utilization",
+    "events",
+    "cache_breaks",
+    "computed_tokens",
+    "total_ttft_s",
+    "cached_share",
+    "refused_at_turn",
+]
 
 
 def register(commands: Any) -> None:
-    p = commands.add_parser("compaction", help="compaction policies against a token budget, with stable or "
-                            "timestamp-first prefixes", description=__doc__)  # fmt: skip
+    p = commands.add_parser(
+        "compaction",
+        help="compaction policies against a token budget, with stable or timestamp-first prefixes",
+        description=__doc__,
+    )
     add_bench_args(p, repeats=1)
     p.add_argument("--turns", type=int, default=50, help="conversation length (default 50)")
     p.add_argument("--budget", type=int, default=1024, help="token budget of a request (default 1024)")
     p.add_argument("--result-tokens", type=int, default=60, help="tokens per bulky tool result (default 60)")
-    p.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES), metavar="POLICY",
-                   help=f"policies (default: all of {', '.join(POLICIES)})")  # fmt: skip
-    p.add_argument("--summarizer", choices=["extractive", "model"], default="extractive",
-                   help="extractive (deterministic, default) or the model itself")  # fmt: skip
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        choices=list(POLICIES),
+        default=list(POLICIES),
+        metavar="POLICY",
+        help=f"policies (default: all of {', '.join(POLICIES)})",
+    )
+    p.add_argument(
+        "--summarizer",
+        choices=["extractive", "model"],
+        default="extractive",
+        help="extractive (deterministic, default) or the model itself",
+    )
     p.set_defaults(func=main)
 
 
@@ -54,17 +76,32 @@ class CompactedChat:
         if self.prefix == "timestamp-first":
             system = f"Current time: {self.chat[t].time}\n{system}"
         turn = self.chat[t]
-        return lambda h: [{"role": "system", "content": system}, *h.messages(), turn.user, turn.call, turn.result]
+        return lambda h: [
+            {"role": "system", "content": system},
+            *h.messages(),
+            turn.user,
+            turn.call,
+            turn.result,
+        ]
 
     def request(self, t: int, replies: list[str]) -> Request:
         if t > 0:
             prev = self.chat[t - 1]
-            self.history.turns.append([prev.user, prev.call, prev.result, {"role": "assistant", "content": replies[-1]}])
+            self.history.turns.append(
+                [prev.user, prev.call, prev.result, {"role": "assistant", "content": replies[-1]}]
+            )
         event = self.compactor.fit(self.history, self.frame(t))
         messages = self.frame(t)(self.history)
         used = self.compactor.count(messages)
-        return Request(messages, None, {"utilization": used / self.compactor.budget, "compaction": event,
-                                        "folded_turns": self.history.folded})  # fmt: skip
+        return Request(
+            messages,
+            None,
+            {
+                "utilization": used / self.compactor.budget,
+                "compaction": event,
+                "folded_turns": self.history.folded,
+            },
+        )
 
 
 def model_summarizer(engine: Engine) -> Summarizer:
@@ -72,27 +109,36 @@ def model_summarizer(engine: Engine) -> Summarizer:
 
     def summarize(previous: str, turns: list[list[Message]]) -> str:
         transcript = "\n".join(f"{m['role']}: {m.get('content') or ''}" for turn in turns for m in turn)
-        ask = f"Previous summary: {previous or '(none)'}\n\nSummarize in at most three sentences:\n{transcript}"
-        return engine.generate([{"role": "user", "content": ask}], max_new_tokens=96, cache=False).text.strip()
+        ask = (
+            f"Previous summary: {previous or '(none)'}\n\nSummarize in at most three sentences:\n{transcript}"
+        )
+        return engine.generate(
+            [{"role": "user", "content": ask}], max_new_tokens=96, cache=False
+        ).text.strip()
 
     return summarize
 
 
-def policy_rows(records: list[TurnRecord], refused: dict[str, tuple[int, str]], names: list[str]) -> list[dict]:
+def policy_rows(
+    records: list[TurnRecord], refused: dict[str, tuple[int, str]], names: list[str]
+) -> list[dict]:
     rows = []
     for name in names:
         rs = [r for r in records if r.conversation == name]
         later = [r for r in rs if r.turn > 1] or rs
-        rows.append({
-            "conversation": name,
-            "max_utilization": max((r.meta["utilization"] for r in rs), default=0.0),
-            "events": sum(1 for r in rs if r.meta["compaction"]),
-            "cache_breaks": sum(1 for r in rs if r.first_change >= 0),
-            "computed_tokens": sum(r.computed_tokens for r in rs),
-            "total_ttft_s": sum(r.ttft_s for r in rs),
-            "cached_share": sum(r.cached_tokens for r in later) / max(1, sum(r.prompt_tokens for r in later)),
-            "refused_at_turn": refused.get(name, (None, ""))[0],
-        })  # fmt: skip
+        rows.append(
+            {
+                "conversation": name,
+                "max_utilization": max((r.meta["utilization"] for r in rs), default=0.0),
+                "events": sum(1 for r in rs if r.meta["compaction"]),
+                "cache_breaks": sum(1 for r in rs if r.first_change >= 0),
+                "computed_tokens": sum(r.computed_tokens for r in rs),
+                "total_ttft_s": sum(r.ttft_s for r in rs),
+                "cached_share": sum(r.cached_tokens for r in later)
+                / max(1, sum(r.prompt_tokens for r in later)),
+                "refused_at_turn": refused.get(name, (None, ""))[0],
+            }
+        )
     return rows
 
 
@@ -119,20 +165,41 @@ def main(args: argparse.Namespace) -> int:
     out = run_dir(args, "compaction", engine)
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}), budget {args.budget}"
     plot_compaction(records, out / "compaction.png", title)
-    plot_cumulative([r for r in records if r.conversation.endswith("/stable")], out / "cumulative.png",
-                    f"Stable prefix, cumulative: {title}")  # fmt: skip
+    plot_cumulative(
+        [r for r in records if r.conversation.endswith("/stable")],
+        out / "cumulative.png",
+        f"Stable prefix, cumulative: {title}",
+    )
     refusals = [f"- `{name}` refused at turn {turn}: {why}" for name, (turn, why) in replayer.refused.items()]
-    events = [f"- `{r.conversation}` turn {r.turn}: {r.meta['compaction']}" for r in records
-              if r.meta["compaction"] and r.conversation.endswith("/stable")][:12]  # fmt: skip
-    notes = ["Per policy (all turns): `cache_breaks` counts requests that did not extend the previous one.", "",
-             table(rows, POLICY_COLUMNS), "", *refusals, "", "First compaction events (stable prefix):", *events]  # fmt: skip
-    write_results(out, f"Compaction over {args.turns} turns", environment(engine, "compaction", args), records,
-                  summarize(records, names[0]), notes,
-                  [("compaction.png", "utilization and cached share per turn"),
-                   ("cumulative.png", "cumulative computed tokens and TTFT")],
-                  {"policies": rows, "refused": replayer.refused})  # fmt: skip
+    events = [
+        f"- `{r.conversation}` turn {r.turn}: {r.meta['compaction']}"
+        for r in records
+        if r.meta["compaction"] and r.conversation.endswith("/stable")
+    ][:12]
+    notes = [
+        "Per policy (all turns): `cache_breaks` counts requests that did not extend the previous one.",
+        "",
+        table(rows, POLICY_COLUMNS),
+        "",
+        *refusals,
+        "",
+        "First compaction events (stable prefix):",
+        *events,
+    ]
+    write_results(
+        out,
+        f"Compaction over {args.turns} turns",
+        environment(engine, "compaction", args),
+        records,
+        summarize(records, names[0]),
+        notes,
+        [
+            ("compaction.png", "utilization and cached share per turn"),
+            ("cumulative.png", "cumulative computed tokens and TTFT"),
+        ],
+        {"policies": rows, "refused": replayer.refused},
+    )
     print(table(rows, POLICY_COLUMNS))
     print(*refusals, sep="\n")
     print(f"results: {out}")
     return 0
-

@@ -73,8 +73,11 @@ def test_each_compaction_costs_one_cache_break(replayed) -> None:
     every, batch = rows["compact-every-turn/stable"], rows["batch-at-threshold/stable"]
     assert every["events"] > batch["events"] > 0
     assert every["computed_tokens"] > batch["computed_tokens"]  # batching beats compacting every turn
-    cleared_only = [r for r in records if r.meta["compaction"].startswith("cleared") and "summarized" not in
-                    r.meta["compaction"]]  # fmt: skip
+    cleared_only = [
+        r
+        for r in records
+        if r.meta["compaction"].startswith("cleared") and "summarized" not in r.meta["compaction"]
+    ]
     assert cleared_only and all(r.conversation.startswith("clear-then-summarize/") for r in cleared_only)
 
 

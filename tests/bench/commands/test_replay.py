@@ -11,20 +11,7 @@ import pytest
 import engine
 from engine.bench.commands.replay import load_trace
 from engine.bench.machinery.replayer import Conversation, Replayer
-from engine.errors import TraceError
-
-SYSTEM = "You are a billing assistant. " * 30
-CALL = {"role": "assistant", "content": "", "tool_calls": [
-    {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": '{"invoice": "INV-7"}'}}]}  # fmt: skip
-
-
-def trace_turns() -> list[dict]:
-    t1 = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What do I owe?"}]
-    t2 = t1 + [CALL, {"role": "tool", "tool_call_id": "c1", "content": '{"due": 120}'}]
-    t3 = t2 + [{"role": "assistant", "content": "You owe 120 EUR."}, {"role": "user", "content": "Pay it."}]
-    t4 = [{"role": "system", "content": SYSTEM.replace("billing", "payments", 1)}] + t3[1:]
-    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
-    return [{"messages": m, "tools": tools} for m in (t1, t2, t3, t4)]
+from tests.traces.billing_trace import trace_turns
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +26,9 @@ def records(tiny_dir, tmp_path_factory):
         following = requests[t + 1].messages if t + 1 < len(requests) else []
         return following[n] if len(following) > n and following[n]["role"] == "assistant" else None
 
-    return e, Replayer(e, repeats=1, cold=False).run([Conversation("trace", lambda t, _: requests[t], reply)], 4)
+    return e, Replayer(e, repeats=1, cold=False).run(
+        [Conversation("trace", lambda t, _: requests[t], reply)], 4
+    )
 
 
 def test_appending_turns_only_extend(records) -> None:
@@ -62,35 +51,45 @@ def test_a_changed_system_prompt_is_located(records) -> None:
     assert r.cached_tokens == r.first_change // 16 * 16 and r.cached_share < 0.1
 
 
-def test_openai_string_arguments_are_parsed(tmp_path) -> None:
-    path = tmp_path / "t.json"
-    path.write_text(json.dumps([trace_turns()[1]["messages"]]))
-    call = load_trace(path)[0].messages[2]["tool_calls"][0]["function"]
-    assert call["arguments"] == {"invoice": "INV-7"}
-
-
-@pytest.mark.parametrize(("content", "message"), [("[]", "non-empty JSON list"), ("{", "not valid JSON"),
-                                                  ('[[{"role": "wizard", "content": "x"}]]', "request 1")])  # fmt: skip
-def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
-    path = tmp_path / "bad.json"
-    path.write_text(content)
-    with pytest.raises(TraceError, match=message):
-        load_trace(path)
-
-
 def test_replay_command_end_to_end(tiny_dir, tmp_path) -> None:
     trace = tmp_path / "mytrace.json"
     trace.write_text(json.dumps(trace_turns()))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "engine.bench", "replay", str(trace), "--model", str(tiny_dir("qwen2", tokenizer=True)),
-           "--repeats", "1", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.bench",
+        "replay",
+        str(trace),
+        "--model",
+        str(tiny_dir("qwen2", tokenizer=True)),
+        "--repeats",
+        "1",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "payments" in proc.stdout  # the table names what changed on request 4
-    for name in ("turns.json", "turns.csv", "summary.csv", "report.md", "ttft_per_turn.png", "token_strip.png"):
+    for name in (
+        "turns.json",
+        "turns.csv",
+        "summary.csv",
+        "report.md",
+        "ttft_per_turn.png",
+        "token_strip.png",
+    ):
         assert (out / name).stat().st_size > 0
     data = json.loads((out / "turns.json").read_text())
     assert data["environment"]["weights_digest"] and len(data["turns"]) == 4
-    missing = subprocess.run([sys.executable, "-m", "engine.bench", "replay", str(tmp_path / "nope.json")],
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert missing.returncode == 2 and missing.stderr.strip().startswith("error:") and "Traceback" not in missing.stderr
+    missing = subprocess.run(
+        [sys.executable, "-m", "engine.bench", "replay", str(tmp_path / "nope.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        missing.returncode == 2
+        and missing.stderr.strip().startswith("error:")
+        and "Traceback" not in missing.stderr
+    )

@@ -56,7 +56,7 @@ def test_replace_breaks_only_where_the_previous_status_was(run) -> None:
     recs = by["status-replace"]
     for prev, r in zip(recs[1:], recs[2:], strict=False):
         old_status = next(start for label, start, _ in prev.regions if label == "status")
-        # the message now in its place starts with the same role marker, so the change is at most one token later
+        # the message now in its place starts with the same role marker: the change is at most one token later
         assert old_status <= r.first_change <= old_status + 1
         assert r.cached_tokens == r.first_change // BS * BS
 
