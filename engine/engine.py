@@ -135,7 +135,8 @@ class Engine:
         `cache_salt` isolates tenants: blocks hashed under one salt never serve another.
         `return_logits` keeps the float32 logits of every sampling step in `Generation.logits`.
         """
-        ids = self.prompt_ids(prompt)
+        encoded = self.prompts.encode(prompt)
+        ids = encoded.ids
         if max_new_tokens < 1:
             raise PromptError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         self.check_context(len(ids), max_new_tokens)
@@ -172,7 +173,15 @@ class Engine:
         usage = Usage(len(ids), cached, len(ids) - cached, n_out, cached, context)
         decode_s = t_end - t_first
         rate = (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0
-        timing = Timing(t_first - t0, t_lookup - t0, t_prefill - t_lookup, decode_s, rate)
+        timing = Timing(
+            t_first - t0,
+            t_lookup - t0,
+            t_prefill - t_lookup,
+            decode_s,
+            rate,
+            encoded.render_s,
+            encoded.tokenize_s,
+        )
         out_logits = torch.stack(kept) if kept is not None else None
         return Generation(seq.generated, text, usage, timing, list(ids), finish, out_logits)
 
@@ -238,6 +247,21 @@ class Engine:
         return prompt.with_generated(gen.token_ids)
 
     # ---- cache control -------------------------------------------------------------------------------
+    def with_own_pool(self, cache_tokens: int) -> Engine:
+        """An engine over the same weights and tokenizer with its own KV pool of `cache_tokens` tokens: what
+        it runs (e.g. cold baselines) can never evict a block of this engine's cache."""
+        return Engine(
+            self.source,
+            self.model,
+            self.prompts.loaded_tokenizer,
+            self.device,
+            self.dtype,
+            block_size=self.blocks.block_size,
+            cache_tokens=cache_tokens,
+            cache=self.cache_enabled,
+            prefill_chunk=self.prefill_chunk,
+        )
+
     def reset_cache(self) -> None:
         """Forget every cached block (stats are kept)."""
         self.blocks.reset()

@@ -21,11 +21,17 @@ class Usage:
 
 @dataclass
 class Timing:
-    ttft_s: float  # token ids in -> first token sampled, device synchronized
+    """TTFT is admission to the first sampled token: the block lookup, the prefill and the first sample,
+    device synchronized. Rendering the chat template and tokenizing come before it and are timed apart, so
+    the whole request is render_s + tokenize_s + ttft_s (+ decode_s)."""
+
+    ttft_s: float  # token ids admitted -> first token sampled, device synchronized
     lookup_s: float  # hashing and matching the prompt's blocks
     prefill_s: float  # the prefill forward pass
     decode_s: float = 0.0  # first token -> last token
     decode_tokens_per_s: float = 0.0
+    render_s: float = 0.0  # chat template -> text (host; 0 for text or token-id prompts)
+    tokenize_s: float = 0.0  # text -> token ids (host; 0 for token-id prompts)
 
 
 @dataclass

@@ -7,7 +7,9 @@ never truncated: one that does not fit the context is refused.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -23,6 +25,15 @@ Prompt = str | Sequence[Message] | Sequence[int]
 def is_chat(prompt: Prompt) -> bool:
     """A non-empty list of dicts is chat messages; anything else is text or token ids."""
     return not isinstance(prompt, str) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A prompt's token ids and the host time spent getting them (not part of TTFT)."""
+
+    ids: list[int]
+    render_s: float = 0.0  # chat template -> text (chat prompts only)
+    tokenize_s: float = 0.0  # text -> token ids (text and chat prompts)
 
 
 class PromptEncoder:
@@ -42,15 +53,30 @@ class PromptEncoder:
         self, messages: Sequence[Message], tools: Sequence[dict] | None = None, **template_options: Any
     ) -> list[int]:
         """Token ids of messages rendered with the model's chat template, ending in the generation prompt."""
+        return self.render_timed(messages, tools, **template_options).ids
+
+    def render_timed(
+        self, messages: Sequence[Message], tools: Sequence[dict] | None = None, **template_options: Any
+    ) -> Encoded:
+        """`render`, with the template and the tokenizer timed apart."""
+        t0 = time.perf_counter()
         text = render_text(self.tokenizer, messages, tools, **template_options)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        t1 = time.perf_counter()
+        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        return Encoded(ids, t1 - t0, time.perf_counter() - t1)
 
     def ids(self, prompt: Prompt) -> list[int]:
         """A string is encoded as raw text; a list of dicts is chat; a list of ints is used as is."""
+        return self.encode(prompt).ids
+
+    def encode(self, prompt: Prompt) -> Encoded:
+        """`ids`, with the time spent rendering and tokenizing."""
         if isinstance(prompt, str):
+            t0 = time.perf_counter()
             ids = self.tokenizer(prompt).input_ids if prompt else []
+            encoded = Encoded(ids, 0.0, time.perf_counter() - t0)
         elif is_chat(prompt):
-            ids = self.render(prompt)  # type: ignore[arg-type]
+            encoded = self.render_timed(prompt)  # type: ignore[arg-type]
         else:
             ids = [int(t) for t in prompt]  # type: ignore[arg-type]
             bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
@@ -58,9 +84,10 @@ class PromptEncoder:
                 raise PromptError(
                     f"token id {bad[0]} is outside the vocabulary [0, {self.config.vocab_size})"
                 )
-        if not ids:
+            encoded = Encoded(ids)
+        if not encoded.ids:
             raise PromptError("empty prompt")
-        return ids
+        return encoded
 
     def rendered(self, prompt: Prompt | RenderedPrompt) -> RenderedPrompt:
         """Token ids and regions of a prompt: chat messages get their template regions, raw text or token

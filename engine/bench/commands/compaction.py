@@ -12,6 +12,7 @@ from engine.bench.machinery.plots import plot_compaction, plot_cumulative
 from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
 from engine.bench.machinery.report import summarize, table, write_results
 from engine.bench.machinery.results import environment, run_dir
+from engine.bench.machinery.stats import per_pass, spread
 from engine.bench.workloads.compaction_policies import (
     POLICIES,
     Compactor,
@@ -31,6 +32,7 @@ POLICY_COLUMNS = [
     "events",
     "cache_breaks",
     "computed_tokens",
+    "passes",
     "total_ttft_s",
     "cached_share",
     "refused_at_turn",
@@ -43,7 +45,7 @@ def register(commands: Any) -> None:
         help="compaction policies against a token budget, with stable or timestamp-first prefixes",
         description=__doc__,
     )
-    add_bench_args(p, repeats=1)
+    add_bench_args(p, repeats=3)
     p.add_argument("--turns", type=int, default=50, help="conversation length (default 50)")
     p.add_argument("--budget", type=int, default=1024, help="token budget of a request (default 1024)")
     p.add_argument("--result-tokens", type=int, default=60, help="tokens per bulky tool result (default 60)")
@@ -105,7 +107,9 @@ class CompactedChat:
 
 
 def model_summarizer(engine: Engine) -> Summarizer:
-    """The model writes the prose (untimed, outside the cache); durable lines are carried by the compactor."""
+    """The model writes the prose (untimed, on a KV pool of its own, so it evicts nothing of the replay's
+    cache); durable lines are carried by the compactor."""
+    engine = engine.with_own_pool(engine.config.max_position_embeddings)
 
     def summarize(previous: str, turns: list[list[Message]]) -> str:
         transcript = "\n".join(f"{m['role']}: {m.get('content') or ''}" for turn in turns for m in turn)
@@ -122,10 +126,13 @@ def model_summarizer(engine: Engine) -> Summarizer:
 def policy_rows(
     records: list[TurnRecord], refused: dict[str, tuple[int, str]], names: list[str]
 ) -> list[dict]:
+    """Token facts per policy (deterministic) and its TTFT summed over the turns of each pass (median with
+    min-max over passes)."""
     rows = []
     for name in names:
         rs = [r for r in records if r.conversation == name]
         later = [r for r in rs if r.turn > 1] or rs
+        totals = spread(per_pass([r.ttft_passes_s for r in rs], sum)) if rs else None
         rows.append(
             {
                 "conversation": name,
@@ -133,7 +140,10 @@ def policy_rows(
                 "events": sum(1 for r in rs if r.meta["compaction"]),
                 "cache_breaks": sum(1 for r in rs if r.first_change >= 0),
                 "computed_tokens": sum(r.computed_tokens for r in rs),
-                "total_ttft_s": sum(r.ttft_s for r in rs),
+                "passes": totals["n"] if totals else 0,
+                "total_ttft_s": totals["median"] if totals else None,
+                "total_ttft_s_min": totals["min"] if totals else None,
+                "total_ttft_s_max": totals["max"] if totals else None,
                 "cached_share": sum(r.cached_tokens for r in later)
                 / max(1, sum(r.prompt_tokens for r in later)),
                 "refused_at_turn": refused.get(name, (None, ""))[0],
@@ -177,7 +187,9 @@ def main(args: argparse.Namespace) -> int:
         if r.meta["compaction"] and r.conversation.endswith("/stable")
     ][:12]
     notes = [
-        "Per policy (all turns): `cache_breaks` counts requests that did not extend the previous one.",
+        "Every policy replays the same scripted replies and tool results: only the policy and the prefix differ.",
+        "Per policy (all turns): `cache_breaks` counts requests that did not extend the previous one; "
+        "`total_ttft_s` is summed over the turns of a pass, median [min–max] over passes.",
         "",
         table(rows, POLICY_COLUMNS),
         "",

@@ -16,12 +16,21 @@ from engine.bench.machinery.results import environment, run_dir
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, build_scenario
 
+# Who writes the replies that join each layout's history (and what a result says about it).
+REPLIES = {
+    "reference": "the reference layout's model writes each reply (pass 0) and every other layout is "
+    "teacher-forced the same reply, so only the layout differs (default)",
+    "scripted": "fixed scripted replies in every layout, reproducible across models",
+    "own-confounded": "each layout's model writes its own replies: histories then differ in content as well "
+    "as layout, so the comparison is CONFOUNDED",
+}
+
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
         "layout", help="stable-first vs timestamp-first and other cache-breaking layouts", description=__doc__
     )
-    add_bench_args(p)
+    add_bench_args(p, repeats=5)
     p.add_argument(
         "--layouts",
         nargs="+",
@@ -34,10 +43,9 @@ def register(commands: Any) -> None:
     p.add_argument("--turns", type=int, default=None, help="turns per conversation (default: the scale's)")
     p.add_argument(
         "--replies",
-        choices=["model", "scripted"],
-        default="model",
-        help="model: the model's short reply joins the history; scripted: fixed replies, reproducible "
-        "across models",
+        choices=list(REPLIES),
+        default="reference",
+        help="; ".join(f"{k}: {v}" for k, v in REPLIES.items()),
     )
     p.set_defaults(func=main)
 
@@ -52,6 +60,7 @@ def main(args: argparse.Namespace) -> int:
             name,
             functools.partial(LAYOUTS[name], sc),
             (lambda t: sc.turns[t].reply) if args.replies == "scripted" else None,
+            baseline if args.replies == "reference" and name != baseline else None,
         )
         for name in layouts
     ]
@@ -73,9 +82,13 @@ def main(args: argparse.Namespace) -> int:
         for r in records
         if r.turn == last
     ]
+    replies = f"{args.replies}: " + REPLIES[args.replies].replace("the reference layout", f"`{baseline}`")
     notes = [
+        f"Replies: {replies}.",
+        "",
         "Summary over turns 2+ (turn 1 is a cold start in every layout); `ttft_ratio` is relative to "
-        f"`{baseline}`, measured in the same run.",
+        f"`{baseline}`, measured in the same run; the layouts' order within a turn rotates from pass to pass. "
+        "Cold TTFT: the same prompt with no cache, on a KV pool of its own (it evicts nothing warm).",
         "",
         f"Where reuse ended on turn {last}:",
         *where,
@@ -89,9 +102,12 @@ def main(args: argparse.Namespace) -> int:
         ("cached_share.png", "cached share per turn"),
         ("token_strip.png", f"token strip, turn {last}"),
     ]
+    confounded = (
+        " (CONFOUNDED: each layout wrote its own replies)" if args.replies == "own-confounded" else ""
+    )
     write_results(
         out,
-        f"Layout replay, {args.scale} scale",
+        f"Layout replay, {args.scale} scale{confounded}",
         env,
         records,
         summary,
@@ -100,6 +116,8 @@ def main(args: argparse.Namespace) -> int:
         {"scenario": {"scale": args.scale, "turns": last, "tools": len(sc.tools), "replies": args.replies}},
     )
     print(table(summary, SUMMARY_COLUMNS))
+    if confounded:
+        print(f"warning: --replies own-confounded{confounded}", file=sys.stderr)
     if engine.source.synthetic:
         print("(synthetic random weights: the timings are real, the replies are not)", file=sys.stderr)
     print(f"results: {out}")

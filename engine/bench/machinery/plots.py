@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
+from engine.bench.machinery.stats import spread  # noqa: E402
 
 
 def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord]]:
@@ -34,25 +35,44 @@ def _save(fig: plt.Figure, path: Path, *axes: plt.Axes) -> None:
     plt.close(fig)
 
 
+def _bars(median: Sequence[float], lo: Sequence[float], hi: Sequence[float]) -> list[list[float]]:
+    """Error-bar offsets below and above each median."""
+    return [
+        [m - a for m, a in zip(median, lo, strict=True)],
+        [b - m for m, b in zip(median, hi, strict=True)],
+    ]
+
+
+def _passes(records: Sequence[TurnRecord]) -> int:
+    return min((r.passes for r in records), default=0)
+
+
 def plot_ttft(records: Sequence[TurnRecord], path: Path, title: str) -> None:
     """Warm TTFT per turn (median, min-max bars) per conversation, with the cold baseline dashed."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     groups = _by_conversation(records)
     for name, rs in groups.items():
-        x = [r.turn for r in rs]
         y = [r.ttft_s * 1000 for r in rs]
-        err = [[(r.ttft_s - r.ttft_min_s) * 1000 for r in rs], [(r.ttft_max_s - r.ttft_s) * 1000 for r in rs]]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=name)
+        err = _bars(y, [r.ttft_min_s * 1000 for r in rs], [r.ttft_max_s * 1000 for r in rs])
+        ax.errorbar([r.turn for r in rs], y, yerr=err, marker="o", capsize=3, label=name)
     if any(r.cold_ttft_s for r in records):
         first = next(iter(groups.values()))
-        ax.plot(
+        y = [r.cold_ttft_s * 1000 for r in first]
+        err = _bars(y, [r.cold_ttft_min_s * 1000 for r in first], [r.cold_ttft_max_s * 1000 for r in first])
+        ax.errorbar(
             [r.turn for r in first],
-            [r.cold_ttft_s * 1000 for r in first],
-            "k--",
+            y,
+            yerr=err,
+            fmt="k--",
+            capsize=3,
             alpha=0.6,
             label=f"cold (no cache), {first[0].conversation}",
         )
-    ax.set(xlabel="turn", ylabel="TTFT (ms)", title=title)
+    ax.set(
+        xlabel="turn",
+        ylabel=f"TTFT (ms): median of {_passes(records)} passes, bars min–max",
+        title=title,
+    )
     _save(fig, path, ax)
 
 
@@ -65,14 +85,21 @@ def plot_cached_share(records: Sequence[TurnRecord], path: Path, title: str) -> 
 
 
 def plot_cumulative(records: Sequence[TurnRecord], path: Path, title: str) -> None:
-    """Cumulative computed tokens and cumulative TTFT over the run, per conversation."""
+    """Cumulative computed tokens and cumulative TTFT over the run, per conversation; the TTFT is summed
+    within each pass, then shown as the median over passes with min-max bars."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name, rs in _by_conversation(records).items():
         turns = [r.turn for r in rs]
         left.plot(turns, list(itertools.accumulate(r.computed_tokens for r in rs)), marker="o", label=name)
-        right.plot(turns, list(itertools.accumulate(r.ttft_s for r in rs)), marker="o", label=name)
+        sums = [list(itertools.accumulate(run)) for run in zip(*(r.ttft_passes_s for r in rs), strict=True)]
+        per_turn = [spread(values) for values in zip(*sums, strict=True)]
+        y = [s["median"] for s in per_turn]
+        err = _bars(y, [s["min"] for s in per_turn], [s["max"] for s in per_turn])
+        right.errorbar(turns, y, yerr=err, marker="o", capsize=2, label=name)
     left.set(xlabel="turn", ylabel="computed prompt tokens, cumulative")
-    right.set(xlabel="turn", ylabel="TTFT (s), cumulative")
+    right.set(
+        xlabel="turn", ylabel=f"TTFT (s), cumulative: median of {_passes(records)} passes, bars min–max"
+    )
     fig.suptitle(title)
     _save(fig, path, left, right)
 
@@ -133,12 +160,21 @@ def plot_token_strip(records: Sequence[TurnRecord], turn: int, path: Path, title
 
 def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Status-bar sweep: measured against predicted (append - replace) TTFT difference, one point per
-    (S, R, N)."""
+    (S, R, N); bars: min-max over passes (measured) and over the repeats of alpha (predicted)."""
     fig, ax = plt.subplots(figsize=(6, 5))
-    xs, ys = [r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows]
+    xs = [r["predicted_ms"] for r in rows] + [r["predicted_ms_min"] for r in rows]
+    ys = [r["measured_ms"] for r in rows] + [r["measured_ms_min"] for r in rows]
+    xs += [r["predicted_ms_max"] for r in rows]
+    ys += [r["measured_ms_max"] for r in rows]
     for row in rows:
-        ax.scatter(
-            row["predicted_ms"], row["measured_ms"], color="#e8833a" if row["updates"] > 5 else "#3a7dd9"
+        ax.errorbar(
+            row["predicted_ms"],
+            row["measured_ms"],
+            xerr=_bars([row["predicted_ms"]], [row["predicted_ms_min"]], [row["predicted_ms_max"]]),
+            yerr=_bars([row["measured_ms"]], [row["measured_ms_min"]], [row["measured_ms_max"]]),
+            fmt="o",
+            capsize=2,
+            color="#e8833a" if row["updates"] > 5 else "#3a7dd9",
         )
         ax.annotate(
             f"S{row['status_tokens']} R{row['between_tokens']} N{row['updates']}",
@@ -152,8 +188,8 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     ax.axhline(0, color="grey", lw=0.6)
     ax.axvline(0, color="grey", lw=0.6)
     ax.set(
-        xlabel="predicted append - replace (ms of TTFT, summed)",
-        ylabel="measured append - replace (ms)",
+        xlabel="predicted append - replace (ms of TTFT, summed); bars: α's min–max",
+        ylabel=f"measured append - replace (ms): median of {rows[0]['passes']} passes, bars min–max",
         title=title,
     )
     ax.legend(fontsize=8)

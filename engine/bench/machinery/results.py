@@ -44,6 +44,18 @@ def environment(engine: Engine, command: str, args: argparse.Namespace) -> dict[
     }
 
 
+def provenance(env: dict[str, Any]) -> list[str]:
+    """The lines that open every report: the commit it came from, and a loud warning when the tree had
+    uncommitted changes (such a result is not reproducible from its commit)."""
+    lines = [f"- commit `{env['commit']}`, {env['date']}"]
+    if env["commit"].endswith("+dirty") or env["commit"] == "unknown":
+        lines.insert(
+            0, "> **NOT A REFERENCE RESULT: made from a tree with uncommitted changes (or outside git);**"
+        )
+        lines.insert(1, "> **its commit does not reproduce it.**")
+    return lines
+
+
 def run_dir(args: argparse.Namespace, command: str, engine: Engine) -> Path:
     """results/<command>-<model>-<device>, unless --out says otherwise."""
     if args.out is not None:

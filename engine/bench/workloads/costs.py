@@ -8,15 +8,26 @@ cached token relative to a computed one, `alpha`, for a given number of new toke
 from __future__ import annotations
 
 import statistics
+from dataclasses import dataclass
 
 import torch
 
 from engine.engine import Engine
 
 
-def measure_token_costs(engine: Engine, context: int, new: int, repeats: int = 3) -> tuple[float, float]:
-    """(c, alpha): c = TTFT of `new` tokens alone / new; alpha = extra TTFT per cached token of `context`
-    cached tokens under the same `new` tokens, relative to c. Median over `repeats`, interleaved."""
+@dataclass(frozen=True)
+class TokenCosts:
+    c: float  # seconds per computed token (median over repeats)
+    alphas: list[float]  # a cached token's cost relative to c, one per repeat (paired within the repeat)
+
+    @property
+    def alpha(self) -> float:
+        return statistics.median(self.alphas)
+
+
+def measure_token_costs(engine: Engine, context: int, new: int, repeats: int = 3) -> TokenCosts:
+    """c = TTFT of `new` tokens alone / new; alpha = extra TTFT per cached token of `context` cached tokens
+    under the same `new` tokens (the warm path), relative to c. Each repeat times both arms back to back."""
     gen = torch.Generator().manual_seed(context * 7919 + new)
     ids = torch.randint(100, min(engine.config.vocab_size, 30000), (context + new,), generator=gen).tolist()
     salt = f"alpha-{context}-{new}"
@@ -32,8 +43,8 @@ def measure_token_costs(engine: Engine, context: int, new: int, repeats: int = 3
     c = statistics.median(alone) / new
     reused = context // engine.blocks.block_size * engine.blocks.block_size
     extra_new = context - reused  # tokens of the context that were recomputed (less than one block)
-    alpha = (statistics.median(cached) - statistics.median(alone) - extra_new * c) / max(reused, 1) / c
-    return c, alpha
+    alphas = [(w - a - extra_new * c) / max(reused, 1) / c for w, a in zip(cached, alone, strict=True)]
+    return TokenCosts(c, alphas)
 
 
 def replace_extra_tokens(status: int, between: int, updates: int, alpha: float) -> float:
