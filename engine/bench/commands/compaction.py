@@ -152,20 +152,28 @@ def policy_rows(
     return rows
 
 
+def conversations(
+    engine: Engine, chat: list[ChatTurn], policies: list[str], budget: int, summarizer: Summarizer
+) -> list[Conversation]:
+    """policy x prefix conversations over the same chat, each with the chat's scripted replies."""
+
+    def count(messages: list[Message]) -> int:
+        return len(engine.render(messages))
+
+    convs = []
+    for policy, prefix in itertools.product(policies, PREFIXES):
+        holder = CompactedChat(chat, prefix, Compactor(policy, budget, count, summarizer))
+        convs.append(Conversation(f"{policy}/{prefix}", holder.request, lambda t: chat[t].reply))
+    return convs
+
+
 def main(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     chat = build_long_chat(engine.tokenizer, args.turns, args.result_tokens, args.seed)
     summarizer = model_summarizer(engine) if args.summarizer == "model" else extractive_summary
 
-    def count(messages: list[Message]) -> int:
-        return len(engine.render(messages))
-
-    convs, names = [], []
-    for policy, prefix in itertools.product(args.policies, PREFIXES):
-        name = f"{policy}/{prefix}"
-        holder = CompactedChat(chat, prefix, Compactor(policy, args.budget, count, summarizer))
-        convs.append(Conversation(name, holder.request, lambda t: chat[t].reply))
-        names.append(name)
+    convs = conversations(engine, chat, args.policies, args.budget, summarizer)
+    names = [c.name for c in convs]
     replayer = Replayer(engine, args.repeats, cold=False)
     records = replayer.run(convs, args.turns, desc="compaction")
     if not records:

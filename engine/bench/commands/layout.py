@@ -14,7 +14,7 @@ from engine.bench.machinery.replayer import Conversation, Replayer
 from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, table, write_results
 from engine.bench.machinery.results import environment, run_dir
 from engine.bench.workloads.layouts import LAYOUTS
-from engine.bench.workloads.scenario import SCALES, build_scenario
+from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 
 # Who writes the replies that join each layout's history (and what a result says about it).
 REPLIES = {
@@ -50,21 +50,27 @@ def register(commands: Any) -> None:
     p.set_defaults(func=main)
 
 
-def main(args: argparse.Namespace) -> int:
-    engine = open_engine(args)
-    sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
-    baseline = "stable-first" if "stable-first" in args.layouts else args.layouts[0]
-    layouts = [baseline] + [name for name in args.layouts if name != baseline]
-    conversations = [
+def conversations(sc: Scenario, names: list[str], replies: str) -> list[Conversation]:
+    """One conversation per layout, the baseline (stable-first if present) first; `replies` is a key of
+    REPLIES."""
+    baseline = "stable-first" if "stable-first" in names else names[0]
+    return [
         Conversation(
             name,
             functools.partial(LAYOUTS[name], sc),
-            (lambda t: sc.turns[t].reply) if args.replies == "scripted" else None,
-            baseline if args.replies == "reference" and name != baseline else None,
+            (lambda t: sc.turns[t].reply) if replies == "scripted" else None,
+            baseline if replies == "reference" and name != baseline else None,
         )
-        for name in layouts
+        for name in [baseline] + [n for n in names if n != baseline]
     ]
-    records = Replayer(engine, args.repeats, sc.reply_tokens).run(conversations, len(sc.turns), desc="layout")
+
+
+def main(args: argparse.Namespace) -> int:
+    engine = open_engine(args)
+    sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
+    convs = conversations(sc, args.layouts, args.replies)
+    baseline = convs[0].name
+    records = Replayer(engine, args.repeats, sc.reply_tokens).run(convs, len(sc.turns), desc="layout")
     summary = summarize(records, baseline)
 
     out = run_dir(args, "layout", engine)
