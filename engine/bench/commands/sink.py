@@ -20,7 +20,7 @@ from tqdm import tqdm
 from engine.attention import attention_rows, token_labels
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
+from engine.bench.machinery.results import environment, provenance, run_dir, write_csv, write_json
 from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
 from engine.engine import Engine
 from engine.errors import PromptError
@@ -143,7 +143,8 @@ def run_sink(args: argparse.Namespace) -> int:
     ]
     records = [measure(engine, *job, args, reference) for job in tqdm(jobs, desc="sink", unit="prompt")]
     out = run_dir(args, "sink", engine)
-    write_json(out / "sink.json", {"environment": environment(engine, "sink", args), "records": records})
+    env = environment(engine, "sink", args)
+    write_json(out / "sink.json", {"environment": env, "records": records})
     write_csv(
         out / "sink.csv",
         [
@@ -161,7 +162,7 @@ def run_sink(args: argparse.Namespace) -> int:
         ],
     )
     text = report(records, args, engine.source.model_id)
-    (out / "report.md").write_text(text + "\n")
+    (out / "report.md").write_text("\n".join([*provenance(env), "", text]) + "\n")
     print(text)
     plot(records, args, engine, out)
     print(f"results in {out}")

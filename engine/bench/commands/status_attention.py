@@ -19,7 +19,7 @@ from tqdm import tqdm
 from engine.attention import AttentionMaps
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
+from engine.bench.machinery.results import environment, provenance, run_dir, write_csv, write_json
 from engine.chat import Message
 from engine.engine import Engine
 from engine.regions import STATUS_TAG, render_prompt
@@ -120,10 +120,11 @@ def run_status_attention(args: argparse.Namespace) -> int:
         name: run_case(engine, msgs, args.max_new_tokens) for name, msgs in tqdm(CASES.items(), desc="cases")
     }
     out = run_dir(args, "status-attention", engine)
+    env = environment(engine, "status-attention", args)
     write_json(
         out / "status_attention.json",
         {
-            "environment": environment(engine, "status-attention", args),
+            "environment": env,
             "call_labels": CALL_LABELS,
             "cases": cases,
         },
@@ -146,7 +147,7 @@ def run_status_attention(args: argparse.Namespace) -> int:
     ]
     write_csv(out / "status_attention.csv", rows)
     text = report(cases, engine.source.model_id)
-    (out / "report.md").write_text(text + "\n")
+    (out / "report.md").write_text("\n".join([*provenance(env), "", text]) + "\n")
     print(text)
     plot(cases, engine, out)
     print(f"results in {out}")

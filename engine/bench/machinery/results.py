@@ -24,8 +24,12 @@ def git_commit() -> str:
         sha = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
         ).stdout.strip()
+        # results/ is left out: regenerating one result must not mark the next one dirty
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO, capture_output=True, text=True
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
         return sha + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
