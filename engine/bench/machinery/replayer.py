@@ -165,7 +165,10 @@ class Replayer:
                             replies[conv.name].append(
                                 str(reply.get("content") or "") if isinstance(reply, dict) else reply or ""
                             )
-                            forced[key] = reply_tokens(e, req, reply) if reply is not None else []
+                            if conv.replies_from is not None:  # the very tokens the reference's model emitted
+                                forced[key] = forced.get((conv.replies_from, t), [])
+                            else:
+                                forced[key] = reply_tokens(e, req, reply) if reply is not None else []
                         # publish the reply's blocks as decoding it would have, untimed
                         if len(forced[key]) > 1:
                             e.generate(ids + forced[key][:-1], max_new_tokens=1, cache_salt=conv.name)
