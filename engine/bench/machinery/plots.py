@@ -97,9 +97,8 @@ def plot_cumulative(records: Sequence[TurnRecord], path: Path, title: str) -> No
         err = _bars(y, [s["min"] for s in per_turn], [s["max"] for s in per_turn])
         right.errorbar(turns, y, yerr=err, marker="o", capsize=2, label=name)
     left.set(xlabel="turn", ylabel="computed prompt tokens, cumulative")
-    right.set(
-        xlabel="turn", ylabel=f"TTFT (s), cumulative: median of {_passes(records)} passes, bars min–max"
-    )
+    right.set(xlabel="turn", ylabel="TTFT (s), cumulative")
+    right.set_title(f"median of {_passes(records)} passes, bars min–max", fontsize=9)
     fig.suptitle(title)
     _save(fig, path, left, right)
 
