@@ -24,8 +24,6 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
         "3",
         "--repeats",
         "2",
-        "--replies",
-        "scripted",
         "--out",
         str(out),
     ]
@@ -47,8 +45,23 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
     data = json.loads((out / "turns.json").read_text())
     env = data["environment"]
     assert {"model", "weights_digest", "dtype", "device", "torch", "commit"} <= env.keys()
-    assert len(data["turns"]) == 6 and data["scenario"]["replies"] == "scripted"
-    assert "stable-first" in proc.stdout and "ttft_ratio" in proc.stdout
+    assert len(data["turns"]) == 6 and data["scenario"]["replies"] == "reference"
+    replies = {(t["conversation"], t["turn"]): t["reply"] for t in data["turns"]}
+    assert all(replies[("timestamp-first", n)] == replies[("stable-first", n)] for n in (1, 2, 3))
+    assert all(len(t["ttft_passes_s"]) == 2 and t["passes"] == 2 for t in data["turns"])
+    assert "stable-first" in proc.stdout and "ttft_ratio [min–max]" in proc.stdout
+    report = (out / "report.md").read_text()
+    assert "admission to the first sampled token" in report and "by more than the spread" in report
+
+
+def test_own_replies_are_named_confounded() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.bench", "layout", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "own-confounded" in proc.stdout and "CONFOUNDED" in proc.stdout
 
 
 def test_bad_layout_name_is_a_usage_error(tiny_dir) -> None:
