@@ -113,7 +113,7 @@ class Replayer:
             self._cold_engine is None
             or self._cold_engine.blocks.num_blocks * self.engine.blocks.block_size < tokens
         ):
-            self._cold_engine = self.engine.with_own_pool(max(1024, 1 << (tokens - 1).bit_length()))
+            self._cold_engine = self.engine.with_own_pool(max(4096, 1 << (tokens - 1).bit_length()))
         return self._cold_engine
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
