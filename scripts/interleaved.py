@@ -49,9 +49,9 @@ def decode(pair: Pair, context: int, rounds: int) -> str:
     seq = Sequence(pair.base[: context + 1])
     pair.ours.blocks.admit(seq, context + 1)  # the first `context` tokens come from the cache
     try:
-        window = SequenceKV(pair.ours.kv, seq.block_table, context, context + 1)
+        window = SequenceKV.from_blocks(pair.ours.kv, seq.block_table, context, context + 1)
         line = alternate(pair, lambda: pair.ours._forward(seq, context, context + 1, window),
-                         lambda: pair.ours._forward(seq, context, context + 1), rounds)  # fmt: skip
+                         lambda: pair.ours._forward(seq, context, context + 1, None), rounds)  # fmt: skip
     finally:
         pair.ours.blocks.release(seq)
     return f"decode @{context:>5}: window {line} (window / gather)"
