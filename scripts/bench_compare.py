@@ -148,16 +148,16 @@ def compare(current: Run, baseline: Run, threshold: float) -> tuple[list[str], l
         raise BenchError(
             f"{current.path} and {baseline.path} share no metric (different shapes, e.g. --quick?)"
         )
-    lines = [f"{'metric':<40} {'baseline':>9} {'current':>9} {'change':>8}"]
+    lines = [f"{'metric':<44} {'baseline':>9} {'current':>9} {'change':>8}"]
     regressed = []
     for name in common:
         change = now[name] / before[name] - 1
         bad = change > threshold
         regressed += [name] if bad else []
         flag = "  REGRESSION" if bad else ""
-        lines.append(f"{name:<40} {before[name]:>9.4g} {now[name]:>9.4g} {change:>+8.1%}{flag}")
-    lines += [f"{name:<40} {before[name]:>9.4g} {'missing':>9}" for name in before if name not in now]
-    lines += [f"{name:<40} {'-':>9} {now[name]:>9.4g} {'new':>8}" for name in now if name not in before]
+        lines.append(f"{name:<44} {before[name]:>9.4g} {now[name]:>9.4g} {change:>+8.1%}{flag}")
+    lines += [f"{name:<44} {before[name]:>9.4g} {'missing':>9}" for name in before if name not in now]
+    lines += [f"{name:<44} {'-':>9} {now[name]:>9.4g} {'new':>8}" for name in now if name not in before]
     return lines, regressed
 
 

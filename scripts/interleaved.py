@@ -5,7 +5,7 @@
 
 pytest-benchmark times one implementation's rounds, then the other's: on a shared machine a neighbour's burst
 lands on one side only. Here every round runs both sides back to back (which goes first alternates), so both
-meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b`:
+meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b` (or `--model`):
 - prefill N: our cold prefill against `transformers` (same weights);
 - decode @N: our decode step reading its context from the sequence window against the same step gathering it
   from the cache's blocks;
@@ -103,6 +103,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--model", default="synthetic:qwen2.5-0.5b", help="any model string engine.load takes"
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--prefill", type=int, nargs="*", default=[512, 2048], help="cold prefill lengths")
@@ -115,7 +118,7 @@ def main() -> int:
     block = 16
     cached = sorted({block} | {n // 2 for n in args.warm} | set(args.contexts))
     shapes = Shapes((), tuple(cached), (1,), (block,), (32, 16), budget_s=0.0)
-    pair = Pair("synthetic:qwen2.5-0.5b", args.device, args.dtype, shapes)
+    pair = Pair(args.model, args.device, args.dtype, shapes)
     print(f"{pair.info}, alternating rounds: median [min-max] of each side")
     for n in args.prefill:
         print(prefill(pair, n, args.rounds), flush=True)

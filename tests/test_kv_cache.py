@@ -4,6 +4,7 @@ memory) results are the same."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engine.kv_cache import KVCache, SequenceKV
@@ -69,14 +70,19 @@ def test_prefill_and_decode_steps_do_not_gather_the_context(eng, monkeypatch) ->
         assert gathers == [32] * eng.config.num_layers
 
 
-def test_without_room_for_the_window_steps_gather_and_agree(eng, monkeypatch) -> None:
+@pytest.mark.parametrize("cached", [False, True])
+def test_without_room_for_the_window_steps_gather_and_agree(eng, monkeypatch, cached: bool) -> None:
+    """Decode steps, and with a cached prefix the prefill after it too, gather from the pool instead."""
     prompt = tokens(37, 2)
-    with_window = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=False)
+    if cached:
+        eng.generate(prompt, max_new_tokens=1)  # publishes 2 blocks
+    with_window = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=cached)
 
     def no_memory(*args: object) -> None:
         raise torch.OutOfMemoryError("no room")
 
     monkeypatch.setattr(SequenceKV, "from_blocks", no_memory)
-    gathered = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=False)
+    gathered = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=cached)
+    assert gathered.usage.cached_tokens == with_window.usage.cached_tokens == (32 if cached else 0)
     assert gathered.token_ids == with_window.token_ids
     assert (gathered.logits - with_window.logits).abs().max().item() <= 1e-5
