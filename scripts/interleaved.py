@@ -69,6 +69,8 @@ def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
     """Our prefill of `length` tokens whose first `cached` are served from cache (new tokens after them on
     every call, so the rest is never a hit) against our cold prefill of `length` tokens."""
     seeds, cold_ids = itertools.count(length * 10**6), pair.tokens(length, seed=3)
+    # earlier rounds may have evicted the prefix: publish it again
+    pair.ours.generate(pair.base[: cached + 1], max_new_tokens=1)
 
     def warm_call() -> None:
         gen = pair.ours.generate(
