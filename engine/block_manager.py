@@ -15,15 +15,21 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from engine.errors import CacheCapacityError
 from engine.sequence import Sequence
 
 
-def chain_hash(parent: bytes, tokens: tuple[int, ...]) -> bytes:
-    """128-bit BLAKE2b of the parent hash and the block's token ids."""
-    return hashlib.blake2b(parent + array("q", tokens).tobytes(), digest_size=16).digest()
+def token_bytes(tokens: Iterable[int]) -> bytes:
+    """Token ids as the bytes that are hashed: 8 per token (int64, native order)."""
+    return array("q", tokens).tobytes()
+
+
+def chain_hash(parent: bytes, block: bytes) -> bytes:
+    """128-bit BLAKE2b of the parent hash and the block's token ids (as `token_bytes`)."""
+    return hashlib.blake2b(parent + block, digest_size=16).digest()
 
 
 @dataclass
@@ -71,15 +77,17 @@ class BlockManager:
         The last token is never matched: its logits are needed, so at least it is recomputed.
         """
         bs, parent = self.block_size, self.root(salt)
+        n = (len(token_ids) - 1) // bs
+        data, width = token_bytes(token_ids[: n * bs]), 8 * bs
         ids: list[int] = []
         hashes: list[bytes] = []
-        for i in range((len(token_ids) - 1) // bs):
-            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
-            parent = chain_hash(parent, tokens)
+        for i in range(n):
+            parent = chain_hash(parent, data[i * width : (i + 1) * width])
             block_id = self.table.get(parent)
             if block_id is None:
                 break
-            if self.blocks[block_id].token_ids != tokens:  # a hash collision: never serve wrong K/V
+            if self.blocks[block_id].token_ids != tuple(token_ids[i * bs : (i + 1) * bs]):  # a hash collision
+                # (never serve wrong K/V)
                 self.stats.collisions += 1
                 break
             ids.append(block_id)
@@ -135,7 +143,7 @@ class BlockManager:
         for i in range(len(seq.block_hashes), seq.num_kv // bs):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
             parent = seq.block_hashes[-1] if seq.block_hashes else self.root(seq.salt)
-            h = chain_hash(parent, tokens)
+            h = chain_hash(parent, token_bytes(tokens))
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]
             if h not in self.table:  # if an equal block is cached already, that one stays the cached copy

@@ -48,16 +48,21 @@ class RenderedPrompt:
         return self.regions[bisect.bisect_right(starts, index) - 1]
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the longest common prefix of two strings or lists (bisection over slice comparisons: C
+    speed on long prompts)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:  # invariant: a[:lo] == b[:lo], and they differ before hi + 1 unless hi is the shorter length
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _common_suffix(a: str, b: str) -> int:
-    return _common_prefix(a[::-1], b[::-1])
+    return common_prefix(a[::-1], b[::-1])
 
 
 def _default_system_end(
@@ -74,7 +79,7 @@ def _default_system_end(
         return render_text(tokenizer, msgs, tools, add_generation_prompt=False, **template_options)
 
     alone, system_only, after_system = render(list(messages[:1])), render([system]), render([system, messages[0]])
-    own = after_system[_common_prefix(system_only, after_system) :]  # the first message's own rendering
+    own = after_system[common_prefix(system_only, after_system) :]  # the first message's own rendering
     # A template that renders the first message differently after a system message: no default found.
     return len(alone) - len(own) if alone.endswith(own) else 0
 
@@ -87,7 +92,7 @@ def _tools_span(
     first = list(messages[:1])
     bare = render_text(tokenizer, first, None, add_generation_prompt=False, **template_options)
     with_tools = render_text(tokenizer, first, tools, add_generation_prompt=False, **template_options)
-    a = _common_prefix(bare, with_tools)
+    a = common_prefix(bare, with_tools)
     return a, max(len(with_tools) - _common_suffix(bare, with_tools), a)
 
 
@@ -107,6 +112,42 @@ def _labels(messages: Sequence[Message]) -> list[tuple[str, str]]:
     return out
 
 
+def message_end(
+    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], i: int, tools: Sequence[dict[str, Any]] | None,
+    full: str, **template_options: Any,
+) -> int:  # fmt: skip
+    """Characters of `full` (the whole rendered prompt) that rendering messages[:i+1] agrees with."""
+    prefix = render_text(tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options)
+    return common_prefix(prefix, full)
+
+
+def char_spans(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None,
+    full: str,
+    ends: Sequence[int] | None = None,
+    **template_options: Any,
+) -> list[tuple[int, str, str]]:
+    """(first character, label, kind) of every region of the rendered prompt `full`, in order. `ends`, each
+    message's `message_end`, may be passed where they are known already."""
+    tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
+    default_end = _default_system_end(tokenizer, messages, tools, **template_options)
+    if default_end and tools_span:  # the tools sit inside the default system prompt
+        default_end = max(default_end, tools_span[1])
+    spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
+    cursor = default_end
+    for i, (label, kind) in enumerate(_labels(messages)):
+        end = ends[i] if ends is not None else message_end(tokenizer, messages, i, tools, full, **template_options)
+        spans.append((cursor, label, kind))
+        cursor = max(end, cursor)
+    spans.append((cursor, "generation prompt", "template"))
+    if tools_span:  # split the first span (the system prompt) around the tools
+        a, b = tools_span
+        spans[1:1] = [(a, "tools", "tools"), (b, *spans[0][1:])]
+    return spans
+
+
 def render_prompt(
     tokenizer: PreTrainedTokenizerBase,
     messages: Sequence[Message],
@@ -115,23 +156,7 @@ def render_prompt(
 ) -> RenderedPrompt:
     """Render with the chat template (generation prompt included) and label every token with its region."""
     full = render_text(tokenizer, messages, tools, **template_options)
-    tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
-    default_end = _default_system_end(tokenizer, messages, tools, **template_options)
-    if default_end and tools_span:  # the tools sit inside the default system prompt
-        default_end = max(default_end, tools_span[1])
-    # (char_start, label, kind) spans, in order
-    spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
-    cursor = default_end
-    for i, (label, kind) in enumerate(_labels(messages)):
-        prefix = render_text(tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options)
-        end = max(_common_prefix(prefix, full), cursor)
-        spans.append((cursor, label, kind))
-        cursor = end
-    spans.append((cursor, "generation prompt", "template"))
-    if tools_span:  # split the first span (the system prompt) around the tools
-        a, b = tools_span
-        spans[1:1] = [(a, "tools", "tools"), (b, *spans[0][1:])]
-
+    spans = char_spans(tokenizer, messages, tools, full, **template_options)
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
     starts = [s for s, _, _ in spans]
     regions: list[Region] = []

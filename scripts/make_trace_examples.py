@@ -22,7 +22,8 @@ SECONDS = [0, 9, 21, 40, 460, 475]  # when each request was sent: a 7-minute pau
 RULES = [
     "Read a file before you edit it; never edit a file you have not read in this session.",
     "Run the narrowest test that covers your change first, then the module's whole test file.",
-    "Keep changes minimal: fix the bug the user reported, not the neighbouring code you would write differently.",
+    "Keep changes minimal: fix the bug the user reported, not the neighbouring code you would write "
+    "differently.",
     "Never delete or weaken a test to make it pass; if a test is wrong, say why and ask before changing it.",
     "Quote exact error messages when you report a failure, with the command that produced them.",
     "Prefer the standard library; add a dependency only when the user asks for it.",
@@ -35,20 +36,30 @@ SYSTEM = (
     "You are a careful software engineering agent working in a Python repository on the user's machine. "
     "You can read files, edit them and run the test suite through the tools below. Work step by step: "
     "understand the failure, find the cause, make the smallest fix, and prove it with the tests.\n\n"
-    + "\n\n".join(f"## Rule {i + 1}\n{rule} " + " ".join(
-        f"(Applies to every file type, including {kind} files.)" for kind in ("Python", "configuration", "test", "data"))
-        for i, rule in enumerate(RULES))
-    + "\n\nRepository: dateparse-lite (a small library that parses human-written dates).\nCurrent time: {clock}"
-)  # fmt: skip
+    + "\n\n".join(
+        f"## Rule {i + 1}\n{rule} "
+        + " ".join(
+            f"(Applies to every file type, including {kind} files.)"
+            for kind in ("Python", "configuration", "test", "data")
+        )
+        for i, rule in enumerate(RULES)
+    )
+    + "\n\nRepository: dateparse-lite (a small library that parses human-written dates)."
+    + "\nCurrent time: {clock}"
+)
 TOOLS = [
     ("read_file", "Read a UTF-8 text file of the repository.", {"path": {"type": "string"}}),
     ("run_tests", "Run pytest on a path or node id and return its output.", {"target": {"type": "string"}}),
-    ("edit_file", "Replace one exact snippet of a file by another.",
-     {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}}),
-]  # fmt: skip
+    (
+        "edit_file",
+        "Replace one exact snippet of a file by another.",
+        {"path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"}},
+    ),
+]
 SOURCE = 'def parse_iso(text: str) -> datetime:\n    return datetime.strptime(text, "%Y-%m-%d %H:%M")\n'
 FAILURE = "FAILED tests/test_iso.py::test_parse_dates - ValueError: unconverted data remains: Z"
-# (assistant text, [(call id, tool, arguments)]) or a tool result, in conversation order after the first user message
+# After the first user message, in order: ("call", (assistant text, [(call id, tool, arguments)])),
+# ("result", (call id, tool, output)), ("say", assistant text) or ("user", text)
 STEPS: list[tuple[str, Any]] = [
     ("call", ("", [("call_1", "read_file", {"path": "dateparse/iso.py"})])),
     ("result", ("call_1", "read_file", SOURCE)),
@@ -63,7 +74,7 @@ STEPS: list[tuple[str, Any]] = [
     (
         "call",
         ("", [("call_3", "edit_file", {"path": "dateparse/iso.py", "old": '%H:%M")', "new": '%H:%M%z")'})]),
-    ),  # fmt: skip
+    ),
     ("result", ("call_3", "edit_file", "ok: 1 replacement")),
     (
         "say",
@@ -86,7 +97,7 @@ STEPS: list[tuple[str, Any]] = [
                 )
             ],
         ),
-    ),  # fmt: skip
+    ),
     ("result", ("call_4", "edit_file", "ok: 1 replacement")),
 ]
 REQUEST_ENDS = [1, 3, 5, 8, 9, 10]  # request n carries STEPS[:REQUEST_ENDS[n]]
@@ -99,8 +110,10 @@ def clock(n: int) -> str:
 
 
 def chat_messages(n: int) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM.format(clock=clock(n))},
-                                  {"role": "user", "content": "tests/test_iso.py fails on '2026-11-30 09:00Z'. Fix it."}]  # fmt: skip
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM.format(clock=clock(n))},
+        {"role": "user", "content": "tests/test_iso.py fails on '2026-11-30 09:00Z'. Fix it."},
+    ]
     for kind, data in STEPS[: REQUEST_ENDS[n]]:
         if kind == "call":
             calls = [
@@ -129,8 +142,15 @@ def responses_body(n: int) -> dict[str, Any]:
             items.append(
                 {"type": "message", "role": m["role"], "content": [{"type": part, "text": m["content"]}]}
             )
-        items += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
-                   "arguments": c["function"]["arguments"]} for c in m.get("tool_calls", [])]  # fmt: skip
+        items += [
+            {
+                "type": "function_call",
+                "call_id": c["id"],
+                "name": c["function"]["name"],
+                "arguments": c["function"]["arguments"],
+            }
+            for c in m.get("tool_calls", [])
+        ]
     tools = [
         {"type": "function", "name": name, "description": d, "parameters": _schema(p)} for name, d, p in TOOLS
     ]
@@ -153,14 +173,25 @@ def anthropic_body(n: int) -> dict[str, Any]:
                 messages.append({"role": "user", "content": [block]})
             continue
         blocks = [{"type": "text", "text": m["content"]}] if m.get("content") else []
-        blocks += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
-                    "input": json.loads(c["function"]["arguments"])} for c in m.get("tool_calls", [])]  # fmt: skip
+        blocks += [
+            {
+                "type": "tool_use",
+                "id": c["id"],
+                "name": c["function"]["name"],
+                "input": json.loads(c["function"]["arguments"]),
+            }
+            for c in m.get("tool_calls", [])
+        ]
         messages.append({"role": m["role"], "content": blocks})
     messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}  # the moving breakpoint
     tools = [{"name": name, "description": d, "input_schema": _schema(p)} for name, d, p in TOOLS]
-    return {"model": "claude-sonnet-4-5", "max_tokens": 1024, "tools": tools,
-            "system": [{"type": "text", "text": system["content"], "cache_control": {"type": "ephemeral"}}],
-            "messages": messages}  # fmt: skip
+    return {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "tools": tools,
+        "system": [{"type": "text", "text": system["content"], "cache_control": {"type": "ephemeral"}}],
+        "messages": messages,
+    }
 
 
 def _schema(props: dict[str, Any]) -> dict[str, Any]:
@@ -168,8 +199,10 @@ def _schema(props: dict[str, Any]) -> dict[str, Any]:
 
 
 def chat_body(n: int) -> dict[str, Any]:
-    tools = [{"type": "function", "function": {"name": name, "description": d, "parameters": _schema(p)}}
-             for name, d, p in TOOLS]  # fmt: skip
+    tools = [
+        {"type": "function", "function": {"name": name, "description": d, "parameters": _schema(p)}}
+        for name, d, p in TOOLS
+    ]
     return {"model": "gpt-4.1", "messages": chat_messages(n), "tools": tools}
 
 

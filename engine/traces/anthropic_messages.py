@@ -57,8 +57,13 @@ class _Builder:
             elif kind == "tool_result":
                 self.flush_user()
                 self.mark(len(self.messages), ttls)
-                self.messages.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
-                                      "content": parts_text(block.get("content"), f"{at}.content")})  # fmt: skip
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": str(block.get("tool_use_id", "")),
+                        "content": parts_text(block.get("content"), f"{at}.content"),
+                    }
+                )
             else:
                 raise FieldError(
                     f"{at}.type", f"{kind!r} blocks are not supported in user messages (text, tool_result)"
@@ -74,11 +79,18 @@ class _Builder:
             if kind == "text":
                 text.append(expect(block.get("text"), str, f"{at}.text"))
             elif kind == "tool_use":
-                calls.append(tool_call(str(block.get("id", "")), expect(block.get("name"), str, f"{at}.name"),
-                                       expect(block.get("input", {}), dict, f"{at}.input")))  # fmt: skip
+                calls.append(
+                    tool_call(
+                        str(block.get("id", "")),
+                        expect(block.get("name"), str, f"{at}.name"),
+                        expect(block.get("input", {}), dict, f"{at}.input"),
+                    )
+                )
             elif kind not in DROPPED:
-                raise FieldError(f"{at}.type", f"{kind!r} blocks are not supported in assistant messages "
-                                 "(text, tool_use, thinking)")  # fmt: skip
+                raise FieldError(
+                    f"{at}.type",
+                    f"{kind!r} blocks are not supported in assistant messages (text, tool_use, thinking)",
+                )
         self.mark(len(self.messages), ttls)
         self.messages.append(
             {"role": "assistant", "content": PART_JOIN.join(text)} | ({"tool_calls": calls} if calls else {})
@@ -140,8 +152,16 @@ def parse_anthropic(body: Any) -> TraceRequest:
             raise FieldError(f"messages[{i}].role", f"expected user or assistant, got {role!r}")
     auto = ttl_of(body["cache_control"], "cache_control") if body.get("cache_control") is not None else None
     if len(b.breakpoints) + (auto is not None) > MAX_BREAKPOINTS:
-        raise FieldError("cache_control", f"{len(b.breakpoints) + (auto is not None)} breakpoints; "
-                         f"Anthropic allows at most {MAX_BREAKPOINTS}")  # fmt: skip
+        raise FieldError(
+            "cache_control",
+            f"{len(b.breakpoints) + (auto is not None)} breakpoints; "
+            f"Anthropic allows at most {MAX_BREAKPOINTS}",
+        )
     model = body.get("model")
-    return TraceRequest(b.messages, tools or None, breakpoints=tuple(sorted(b.breakpoints, key=lambda x: x.message)),
-                        auto_cache_ttl_s=auto, model=model if isinstance(model, str) else None)  # fmt: skip
+    return TraceRequest(
+        b.messages,
+        tools or None,
+        breakpoints=tuple(sorted(b.breakpoints, key=lambda x: x.message)),
+        auto_cache_ttl_s=auto,
+        model=model if isinstance(model, str) else None,
+    )

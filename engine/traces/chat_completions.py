@@ -29,8 +29,10 @@ def parts_text(content: Any, field_path: str) -> str:
         where = f"{field_path}[{j}]"
         kind = expect(part, dict, where).get("type")
         if kind not in TEXT_PARTS:
-            raise FieldError(f"{where}.type", f"{kind!r} parts are not supported (only text: the local tokenizer "
-                             "counts text)")  # fmt: skip
+            raise FieldError(
+                f"{where}.type",
+                f"{kind!r} parts are not supported (only text: the local tokenizer counts text)",
+            )
         texts.append(expect(part.get("text", part.get("refusal")), str, f"{where}.text"))
     return PART_JOIN.join(texts)
 
@@ -65,8 +67,11 @@ def parse_chat_completions(body: Any) -> TraceRequest:
         raise FieldError("messages", "empty: a request needs at least one message")
     tools = [_tool(t, j) for j, t in enumerate(expect(body.get("tools") or [], list, "tools"))]
     model = body.get("model")
-    return TraceRequest([_message(m, i) for i, m in enumerate(messages)], tools or None,
-                        model=model if isinstance(model, str) else None)  # fmt: skip
+    return TraceRequest(
+        [_message(m, i) for i, m in enumerate(messages)],
+        tools or None,
+        model=model if isinstance(model, str) else None,
+    )
 
 
 def _tool(tool: Any, j: int) -> dict[str, Any]:

@@ -29,8 +29,13 @@ def _anthropic_marks(body: dict[str, Any]) -> bool:
         return True
     if any(isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []):
         return True
-    blocks = [b for m in body["messages"] if isinstance(m, dict) and isinstance(m.get("content"), list)
-              for b in m["content"] if isinstance(b, dict)]  # fmt: skip
+    blocks = [
+        b
+        for m in body["messages"]
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict)
+    ]
     return any(b.get("type") in ANTHROPIC_BLOCKS or "cache_control" in b for b in blocks)
 
 

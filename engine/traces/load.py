@@ -84,8 +84,10 @@ def load_trace(path: Path, fmt: str | None = None) -> list[TraceRequest]:
             if found is None:
                 found = kind
             elif kind is not None and kind != found:
-                raise TraceError(f"{path}: request {i + 1} looks like {kind} but request 1 on are {found}; "
-                                 "pass --format to read them all as one")  # fmt: skip
+                raise TraceError(
+                    f"{path}: request {i + 1} looks like {kind} but request 1 on are {found}; "
+                    "pass --format to read them all as one"
+                )
             req = PARSERS[found or "openai-chat"](body)
         except FieldError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None

@@ -53,8 +53,11 @@ def expect(value: Any, kind: type | tuple[type, ...], field_path: str) -> Any:
     """`value` if it is of `kind`, else a FieldError naming the field and what it should have been."""
     if not isinstance(value, kind):
         names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise FieldError(field_path, f"expected {names.replace('str', 'a string').replace('list', 'a list')}"
-                         f", got {type(value).__name__} {str(value)[:40]!r}")  # fmt: skip
+        raise FieldError(
+            field_path,
+            f"expected {names.replace('str', 'a string').replace('list', 'a list')}"
+            f", got {type(value).__name__} {str(value)[:40]!r}",
+        )
     return value
 
 

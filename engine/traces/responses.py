@@ -34,27 +34,39 @@ def _items(body: dict[str, Any]) -> list[Message]:
                 )
             out.append({"role": role, "content": parts_text(item.get("content"), f"{where}.content")})
         elif kind == "function_call":
-            call = tool_call(str(item.get("call_id", f"call_{i}")), expect(item.get("name"), str, f"{where}.name"),
-                             item.get("arguments", {}))  # fmt: skip
+            call = tool_call(
+                str(item.get("call_id", f"call_{i}")),
+                expect(item.get("name"), str, f"{where}.name"),
+                item.get("arguments", {}),
+            )
             if out and out[-1]["role"] == "assistant":
                 out[-1].setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
         elif kind == "function_call_output":
             output = item.get("output")
-            out.append({"role": "tool", "tool_call_id": str(item.get("call_id", "")),
-                        "content": parts_text(output, f"{where}.output")})  # fmt: skip
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(item.get("call_id", "")),
+                    "content": parts_text(output, f"{where}.output"),
+                }
+            )
         elif kind not in DROPPED:
-            raise FieldError(f"{where}.type", f"{kind!r} items are not supported (message, function_call, "
-                             "function_call_output, reasoning)")  # fmt: skip
+            raise FieldError(
+                f"{where}.type",
+                f"{kind!r} items are not supported (message, function_call, function_call_output, reasoning)",
+            )
     return out
 
 
 def parse_responses(body: Any) -> TraceRequest:
     expect(body, dict, "request")
     if body.get("previous_response_id"):
-        raise FieldError("previous_response_id", "refers to server-side state the trace does not hold; "
-                         "log the full `input` instead")  # fmt: skip
+        raise FieldError(
+            "previous_response_id",
+            "refers to server-side state the trace does not hold; log the full `input` instead",
+        )
     messages = _items(body)
     if body.get("instructions") is not None:
         messages.insert(0, {"role": "system", "content": expect(body["instructions"], str, "instructions")})

@@ -13,8 +13,9 @@ from engine.traces.load import load_trace
 from tests.traces.conversation import anthropic, chat, responses
 
 
-@pytest.mark.parametrize(("body", "fmt"), [(chat, "openai-chat"), (responses, "openai-responses"),
-                                           (anthropic, "anthropic")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("body", "fmt"), [(chat, "openai-chat"), (responses, "openai-responses"), (anthropic, "anthropic")]
+)
 def test_formats_are_detected(body, fmt: str) -> None:
     assert detect(body()) == fmt
 
@@ -26,8 +27,10 @@ def test_plain_user_assistant_bodies_are_undecided() -> None:
 
 def test_jsonl_with_envelopes(tmp_path: Path) -> None:
     path = tmp_path / "log.jsonl"
-    lines = [{"timestamp": "2026-11-30T09:00:00Z", "session_id": "s1", "body": chat()},
-             {"ts": 1796029260.5, "request": chat()}]  # fmt: skip
+    lines = [
+        {"timestamp": "2026-11-30T09:00:00Z", "session_id": "s1", "body": chat()},
+        {"ts": 1796029260.5, "request": chat()},
+    ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
     first, second = load_trace(path)
     assert first.timestamp == 1796029200.0 and first.session == "s1"
@@ -43,13 +46,23 @@ def test_a_format_can_be_forced(tmp_path: Path) -> None:
         load_trace(path, "xml")
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("[]", "non-empty JSON list"), ("[{", "not valid JSON"), ('{"a": 1}\n{', "line 2 is not valid JSON"),
-    (json.dumps([chat(), anthropic()]), "request 2 looks like anthropic but request 1 on are openai-chat"),
-    (json.dumps([chat(), {"messages": [{"role": "user", "content": 5}]}]),
-     r"request 2: messages\[0\]\.content: expected a list, got int"),
-    (json.dumps([{"timestamp": "yesterday", "body": chat()}]), "request 1: timestamp: expected seconds"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[]", "non-empty JSON list"),
+        ("[{", "not valid JSON"),
+        ('{"a": 1}\n{', "line 2 is not valid JSON"),
+        (
+            json.dumps([chat(), anthropic()]),
+            "request 2 looks like anthropic but request 1 on are openai-chat",
+        ),
+        (
+            json.dumps([chat(), {"messages": [{"role": "user", "content": 5}]}]),
+            r"request 2: messages\[0\]\.content: expected a list, got int",
+        ),
+        (json.dumps([{"timestamp": "yesterday", "body": chat()}]), "request 1: timestamp: expected seconds"),
+    ],
+)
 def test_bad_traces_name_request_and_field(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(content)

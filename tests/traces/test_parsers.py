@@ -55,19 +55,54 @@ def test_anthropic_refuses_a_fifth_breakpoint() -> None:
         parse_anthropic(body)
 
 
-@pytest.mark.parametrize(("parse", "body", "edit", "field"), [
-    (parse_chat_completions, chat, lambda b: b["messages"][1]["content"].append({"type": "image_url"}),
-     r"messages\[1\]\.content\[2\]\.type: 'image_url' parts are not supported"),
-    (parse_chat_completions, chat, lambda b: b["messages"][0].update(role="wizard"), r"messages\[0\]\.role"),
-    (parse_chat_completions, chat, lambda b: b["messages"][2]["tool_calls"][0]["function"].pop("name"),
-     r"messages\[2\]\.tool_calls\[0\]\.function\.name: expected a string"),
-    (parse_responses, responses, lambda b: b["input"].append({"type": "web_search_call"}), r"input\[5\]\.type"),
-    (parse_responses, responses, lambda b: b.update(previous_response_id="r1"), "previous_response_id"),
-    (parse_anthropic, anthropic, lambda b: b["messages"][0]["content"].append({"type": "image"}),
-     r"messages\[0\]\.content\[2\]\.type: 'image' blocks"),
-    (parse_anthropic, anthropic, lambda b: b["system"][0].update(cache_control={"ttl": "2h"}), r"system\[0\]\.cache_control\.ttl"),
-    (parse_anthropic, anthropic, lambda b: b["tools"][0].pop("input_schema"), r"tools\[0\]\.input_schema"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("parse", "body", "edit", "field"),
+    [
+        (
+            parse_chat_completions,
+            chat,
+            lambda b: b["messages"][1]["content"].append({"type": "image_url"}),
+            r"messages\[1\]\.content\[2\]\.type: 'image_url' parts are not supported",
+        ),
+        (
+            parse_chat_completions,
+            chat,
+            lambda b: b["messages"][0].update(role="wizard"),
+            r"messages\[0\]\.role",
+        ),
+        (
+            parse_chat_completions,
+            chat,
+            lambda b: b["messages"][2]["tool_calls"][0]["function"].pop("name"),
+            r"messages\[2\]\.tool_calls\[0\]\.function\.name: expected a string",
+        ),
+        (
+            parse_responses,
+            responses,
+            lambda b: b["input"].append({"type": "web_search_call"}),
+            r"input\[5\]\.type",
+        ),
+        (parse_responses, responses, lambda b: b.update(previous_response_id="r1"), "previous_response_id"),
+        (
+            parse_anthropic,
+            anthropic,
+            lambda b: b["messages"][0]["content"].append({"type": "image"}),
+            r"messages\[0\]\.content\[2\]\.type: 'image' blocks",
+        ),
+        (
+            parse_anthropic,
+            anthropic,
+            lambda b: b["system"][0].update(cache_control={"ttl": "2h"}),
+            r"system\[0\]\.cache_control\.ttl",
+        ),
+        (
+            parse_anthropic,
+            anthropic,
+            lambda b: b["tools"][0].pop("input_schema"),
+            r"tools\[0\]\.input_schema",
+        ),
+    ],
+)
 def test_malformed_input_names_the_field(parse, body, edit, field: str) -> None:
     b = body()
     edit(b)

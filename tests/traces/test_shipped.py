@@ -23,8 +23,9 @@ def test_every_format_renders_to_the_same_tokens() -> None:
     for fmt, path in EXAMPLES.items():
         requests = load_trace(path)
         assert all(r.session == "fix-date-parser" for r in requests)
-        rendered[fmt] = [tok(render_text(tok, r.messages, r.tools), add_special_tokens=False).input_ids
-                         for r in requests]  # fmt: skip
+        rendered[fmt] = [
+            tok(render_text(tok, r.messages, r.tools), add_special_tokens=False).input_ids for r in requests
+        ]
     assert rendered["openai-responses"] == rendered["openai-chat"] == rendered["anthropic"]
     assert len(rendered["anthropic"]) == 6 and min(map(len, rendered["anthropic"])) > 1024
 

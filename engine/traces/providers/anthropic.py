@@ -19,11 +19,18 @@ from engine.traces.request import ONE_HOUR
 
 LOOKBACK_BLOCKS = 20
 MIN_TOKENS: dict[str, int | float] = {
-    "claude-opus-4-5": 4096, "claude-opus-4-6": 4096, "claude-haiku-4-5": 4096,
-    "claude-sonnet-4-6": 2048, "claude-3-haiku": 2048, "claude-3-5-haiku": 2048,
-    "claude-3-7-sonnet": 1024, "claude-sonnet-4": 1024, "claude-sonnet-4-5": 1024, "claude-opus-4": 1024,
+    "claude-opus-4-5": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-sonnet-4-6": 2048,
+    "claude-3-haiku": 2048,
+    "claude-3-5-haiku": 2048,
+    "claude-3-7-sonnet": 1024,
+    "claude-sonnet-4": 1024,
+    "claude-sonnet-4-5": 1024,
+    "claude-opus-4": 1024,
     "claude-opus-4-1": 1024,
-}  # fmt: skip
+}
 DEFAULT_MODEL = "claude-sonnet-4-5"
 READ_PRICE = 0.1
 WRITE_PRICE = {False: 1.25, True: 2.0}  # keyed by "is it a 1-hour entry"

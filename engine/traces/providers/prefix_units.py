@@ -6,25 +6,29 @@ against the prompt that last stored the deepest matched unit (for a rule documen
 
 from __future__ import annotations
 
-import hashlib
-from array import array
 from collections.abc import Sequence
+
+from engine.block_manager import chain_hash, token_bytes
+from engine.regions import common_prefix
 
 
 class UnitPrefixCache:
     def __init__(self, unit: int, retention_s: float | None, exact: bool = False) -> None:
         self.unit, self.retention_s, self.exact = unit, retention_s, exact
         self.last_used: dict[bytes, float] = {}  # unit chain hash -> when it was last stored or served
-        self.owner: dict[
-            bytes, Sequence[int]
-        ] = {}  # unit chain hash -> the prompt that last stored it (exact)
+        # unit chain hash -> the prompt that last stored it (for `exact`)
+        self.owner: dict[bytes, Sequence[int]] = {}
+        self.previous: tuple[Sequence[int], list[bytes]] = ((), [])  # the last prompt and its unit hashes
 
     def _hashes(self, ids: Sequence[int]) -> list[bytes]:
-        u, parent, out = self.unit, b"", []
-        data = array("q", ids).tobytes()
-        for i in range(len(ids) // u):
-            parent = hashlib.blake2b(parent + data[8 * i * u : 8 * (i + 1) * u], digest_size=16).digest()
-            out.append(parent)
+        """Chained hashes of the full units of `ids`, those of the units it shares with the previous prompt
+        reused (a growing conversation hashes only what it appended)."""
+        u, (prev_ids, prev_hashes) = self.unit, self.previous
+        keep = min(common_prefix(ids, prev_ids) // u, len(prev_hashes))
+        out, data = prev_hashes[:keep], token_bytes(ids)
+        for i in range(keep, len(ids) // u):
+            out.append(chain_hash(out[-1] if out else b"", data[8 * i * u : 8 * (i + 1) * u]))
+        self.previous = (ids, out)
         return out
 
     def _alive(self, h: bytes, now: float) -> bool:

@@ -44,11 +44,17 @@ def test_lookback_reaches_20_blocks(later_blocks: int, cached: int) -> None:
     assert rule.serve(prompt(12 + later_blocks, [12 + later_blocks], t=1)).cached_tokens == cached
 
 
-@pytest.mark.parametrize(("blocks", "model", "written"), [
-    (10, "claude-sonnet-4-5", 0), (11, "claude-sonnet-4-5", 1100),  # 1,000 < 1,024 <= 1,100
-    (20, "claude-sonnet-4-6", 0), (21, "claude-sonnet-4-6", 2100),
-    (40, "claude-opus-4-5", 0), (41, "claude-opus-4-5", 4100),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("blocks", "model", "written"),
+    [
+        (10, "claude-sonnet-4-5", 0),
+        (11, "claude-sonnet-4-5", 1100),  # 1,000 < 1,024 <= 1,100
+        (20, "claude-sonnet-4-6", 0),
+        (21, "claude-sonnet-4-6", 2100),
+        (40, "claude-opus-4-5", 0),
+        (41, "claude-opus-4-5", 4100),
+    ],
+)
 def test_model_minimum(blocks: int, model: str, written: int) -> None:
     assert AnthropicRule().serve(prompt(blocks, [blocks], model=model)).written_tokens == written
 

@@ -8,10 +8,16 @@ from engine.traces.providers.base import RulePrompt
 from engine.traces.providers.gemini import GeminiRule
 
 
-@pytest.mark.parametrize(("model", "tokens", "cached"), [
-    ("gemini-2.5-flash", 2047, 0), ("gemini-2.5-flash", 2048, 2048), ("gemini-3.1-pro-preview", 4095, 0),
-    ("gemini-3.1-pro-preview", 4100, 4100), (None, 2050, 2050),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "tokens", "cached"),
+    [
+        ("gemini-2.5-flash", 2047, 0),
+        ("gemini-2.5-flash", 2048, 2048),
+        ("gemini-3.1-pro-preview", 4095, 0),
+        ("gemini-3.1-pro-preview", 4100, 4100),
+        (None, 2050, 2050),
+    ],
+)
 def test_model_minimum(model: str | None, tokens: int, cached: int) -> None:
     rule, ids = GeminiRule(), list(range(tokens))
     rule.serve(RulePrompt(ids, 0.0, model))
