@@ -30,6 +30,7 @@ class Shapes:
     block_sizes: tuple[int, ...]
     diverging: tuple[int, int]  # (prompt length, first differing token) for the block-size case
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
+    trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -47,7 +48,7 @@ class Shapes:
 
 
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), budget_s=8.0)
-QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0)
+QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0, trace=(20, 8000))
 MAX_ROUNDS = 200
 
 

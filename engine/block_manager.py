@@ -132,7 +132,7 @@ class BlockManager:
                 raise CacheCapacityError(
                     "the KV cache ran out of blocks while growing a sequence past the size it was admitted for"
                 )
-            block_id, _ = self.free.popitem(last=False)
+            block_id = self._take_free()
             self._evict(block_id)
             self.blocks[block_id].ref_count = 1
             seq.block_table.append(block_id)
@@ -181,6 +181,10 @@ class BlockManager:
             "blocks_cached": cached,
             "blocks_free": len(self.free) - cached,
         }
+
+    def _take_free(self) -> int:
+        """The free block to fill next: the least recently used (eviction policy: LRU)."""
+        return self.free.popitem(last=False)[0]
 
     def _ref(self, block_id: int) -> None:
         block = self.blocks[block_id]

@@ -22,6 +22,7 @@ from engine.traces.providers.base import CacheRule, RulePrompt, Served
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
+from engine.traces.sessions import request_times
 
 
 @dataclass
@@ -87,14 +88,12 @@ class Analyzer:
         before: dict[str, list[int]] = {}  # session -> previous prompt + its reply, as cached
         turns: dict[str, int] = {}
         out = []
-        for req, reply in tqdm(
-            list(zip(requests, following, strict=True)), desc="analyze", unit="req", leave=False
-        ):
+        steps = list(zip(requests, following, request_times(requests), strict=True))
+        for req, reply, when in tqdm(steps, desc="analyze", unit="req", leave=False):
             turn = turns[req.session] = turns.get(req.session, 0) + 1
             prompt = self.renderer.prompt(req)
             ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
             reply_ids = self.renderer.reply(req, prompt, reply) if reply is not None else []
-            when = req.timestamp if req.timestamp is not None else float(turn - 1)
             marks, block_ends = (
                 self.renderer.anthropic_positions(req, prompt, ends, LOOKBACK_BLOCKS)
                 if self.needs_breakpoints
