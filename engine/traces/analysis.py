@@ -40,6 +40,9 @@ class AnalyzedRequest:
     first_change: int  # first token differing from the previous request + its reply (-1: none)
     change_region: str
     change_context: str
+    lost_tokens: (
+        int  # tokens of the previous request + its reply after the first change: reuse the change cost
+    )
     served: dict[str, Served] = field(default_factory=dict)  # rule name -> what it served
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # filled for the plotted requests only
 
@@ -105,6 +108,7 @@ class Analyzer:
             prev = before.get(req.session)
             lcp = common_prefix(ids, prev) if prev is not None else len(ids)
             change = lcp if prev is not None and lcp < len(prev) else -1
+            lost = len(prev) - change if prev is not None and change >= 0 else 0
             before[req.session] = ids + reply_ids[:-1]
             if keep_ids:
                 self.prompts.append((req.session, ids, reply_ids))
@@ -124,6 +128,7 @@ class Analyzer:
                     first_change=change,
                     change_region=self.renderer.region_at(req, prompt, ends, change) if change >= 0 else "",
                     change_context=marked(self.renderer, ids, change, 16) if change >= 0 else "",
+                    lost_tokens=lost,
                     served=served,
                 )
             )
