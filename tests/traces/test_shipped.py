@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from engine.chat import render_text
@@ -33,3 +38,11 @@ def test_every_format_renders_to_the_same_tokens() -> None:
 def test_the_anthropic_example_marks_system_and_last_message() -> None:
     requests = load_trace(EXAMPLES["anthropic"])
     assert [[b.message for b in r.breakpoints] for r in requests][-1] == [0, len(requests[-1].messages) - 1]
+
+
+def test_examples_ship_as_package_data() -> None:
+    """pyproject's package-data patterns for engine.traces cover every example (an installed package has them)."""
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    patterns = json.loads(re.search(r'^"engine\.traces" = (\[.*\])$', text, re.M).group(1))
+    for path in EXAMPLES.values():
+        assert any(fnmatch.fnmatch(f"examples/{path.name}", p) for p in patterns), path.name
