@@ -86,8 +86,8 @@ class BlockManager:
             block_id = self.table.get(parent)
             if block_id is None:
                 break
-            if self.blocks[block_id].token_ids != tuple(token_ids[i * bs : (i + 1) * bs]):  # a hash collision
-                # (never serve wrong K/V)
+            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
+            if self.blocks[block_id].token_ids != tokens:  # a hash collision: never serve wrong K/V
                 self.stats.collisions += 1
                 break
             ids.append(block_id)

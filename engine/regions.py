@@ -49,10 +49,12 @@ class RenderedPrompt:
 
 
 def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
-    """Length of the longest common prefix of two strings or lists (bisection over slice comparisons: C
-    speed on long prompts)."""
+    """Length of the longest common prefix of two sequences of one type (strings, token-id lists), by
+    bisection over slice comparisons: C speed on long prompts."""
     lo, hi = 0, min(len(a), len(b))
-    while lo < hi:  # invariant: a[:lo] == b[:lo], and they differ before hi + 1 unless hi is the shorter length
+    while (
+        lo < hi
+    ):  # invariant: a[:lo] == b[:lo], and they differ before hi + 1 unless hi is the shorter length
         mid = (lo + hi + 1) // 2
         if a[lo:mid] == b[lo:mid]:
             lo = mid
@@ -66,9 +68,11 @@ def _common_suffix(a: str, b: str) -> int:
 
 
 def _default_system_end(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None,
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None,
     **template_options: Any,
-) -> int:  # fmt: skip
+) -> int:
     """Characters of the system prompt written before a first message that is not one (0: none): the
     template's default, or the one `render_text` adds to carry tools a template cannot place."""
     if messages[0]["role"] == "system":
@@ -78,16 +82,22 @@ def _default_system_end(
     def render(msgs: list[Message]) -> str:
         return render_text(tokenizer, msgs, tools, add_generation_prompt=False, **template_options)
 
-    alone, system_only, after_system = render(list(messages[:1])), render([system]), render([system, messages[0]])
+    alone, system_only, after_system = (
+        render(list(messages[:1])),
+        render([system]),
+        render([system, messages[0]]),
+    )
     own = after_system[common_prefix(system_only, after_system) :]  # the first message's own rendering
     # A template that renders the first message differently after a system message: no default found.
     return len(alone) - len(own) if alone.endswith(own) else 0
 
 
 def _tools_span(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]],
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]],
     **template_options: Any,
-) -> tuple[int, int]:  # fmt: skip
+) -> tuple[int, int]:
     """Characters [a, b) that rendering the first message with tools adds to rendering it without."""
     first = list(messages[:1])
     bare = render_text(tokenizer, first, None, add_generation_prompt=False, **template_options)
@@ -97,8 +107,12 @@ def _tools_span(
 
 
 def _labels(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"
-                     and not str(m.get("content", "")).lstrip().startswith(STATUS_TAG)), default=-1)  # fmt: skip
+    users = [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and not str(m.get("content", "")).lstrip().startswith(STATUS_TAG)
+    ]
+    last_user = max(users, default=-1)
     out = []
     for i, m in enumerate(messages):
         if i == 0 and m["role"] == "system":
@@ -113,9 +127,13 @@ def _labels(messages: Sequence[Message]) -> list[tuple[str, str]]:
 
 
 def message_end(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], i: int, tools: Sequence[dict[str, Any]] | None,
-    full: str, **template_options: Any,
-) -> int:  # fmt: skip
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    i: int,
+    tools: Sequence[dict[str, Any]] | None,
+    full: str,
+    **template_options: Any,
+) -> int:
     """Characters of `full` (the whole rendered prompt) that rendering messages[:i+1] agrees with."""
     prefix = render_text(tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options)
     return common_prefix(prefix, full)
@@ -138,7 +156,11 @@ def char_spans(
     spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
     cursor = default_end
     for i, (label, kind) in enumerate(_labels(messages)):
-        end = ends[i] if ends is not None else message_end(tokenizer, messages, i, tools, full, **template_options)
+        end = (
+            ends[i]
+            if ends is not None
+            else message_end(tokenizer, messages, i, tools, full, **template_options)
+        )
         spans.append((cursor, label, kind))
         cursor = max(end, cursor)
     spans.append((cursor, "generation prompt", "template"))

@@ -15,8 +15,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.chat import Message
 from engine.regions import common_prefix
+from engine.traces.messages import Message
 from engine.traces.providers.anthropic import LOOKBACK_BLOCKS
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
 from engine.traces.providers.local import LocalRule
@@ -83,7 +83,7 @@ class Analyzer:
     def __init__(self, renderer: TraceRenderer, local: LocalRule, rules: Sequence[CacheRule] = ()) -> None:
         self.renderer, self.local, self.rules = renderer, local, list(rules)
         self.needs_breakpoints = any(r.name == "anthropic" for r in self.rules)
-        self.prompts: list[tuple[str, list[int], list[int]]] = []  # (session, prompt ids, reply ids), kept
+        self.prompts: list[tuple[list[int], list[int]]] = []  # (prompt ids, reply ids) when kept
 
     def run(self, requests: Sequence[TraceRequest], keep_ids: bool = False) -> list[AnalyzedRequest]:
         """Serve the requests in the order given (interleave sessions by time before calling this)."""
@@ -111,7 +111,7 @@ class Analyzer:
             lost = len(prev) - change if prev is not None and change >= 0 else 0
             before[req.session] = ids + reply_ids[:-1]
             if keep_ids:
-                self.prompts.append((req.session, ids, reply_ids))
+                self.prompts.append((ids, reply_ids))
             cached = local.cached_tokens
             out.append(
                 AnalyzedRequest(

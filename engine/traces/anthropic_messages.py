@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.chat import Message
-from engine.traces.chat_completions import PART_JOIN, parts_text
+from engine.traces.messages import Message, tool_call
+from engine.traces.openai_chat import PART_JOIN, parts_text
 from engine.traces.request import (
     TOOLS,
     Breakpoint,
@@ -21,7 +21,6 @@ from engine.traces.request import (
     TraceRequest,
     expect,
     function_tool,
-    tool_call,
     ttl_of,
 )
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.chat_completions import parse_chat_completions
+from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.request import TraceRequest
 from engine.traces.responses import parse_responses
 

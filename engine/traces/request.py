@@ -8,12 +8,11 @@ Anthropic `cache_control` breakpoints, each kept at the normalized message it cl
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.chat import Message
 from engine.errors import TraceError
+from engine.traces.messages import Message
 
 TOOLS = -1  # a breakpoint's `message` when it closes the tool definitions
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
@@ -70,17 +69,6 @@ def ttl_of(cache_control: Any, field_path: str) -> float:
     if ttl not in TTLS:
         raise FieldError(f"{field_path}.ttl", f"expected one of {', '.join(TTLS)}, got {ttl!r}")
     return TTLS[ttl]
-
-
-def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """One tool call in the engine's form; string arguments are parsed as JSON where they parse (as vLLM
-    does: chat templates expect an object), else kept as the string."""
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass  # not JSON: the template renders the string as it is
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def function_tool(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.chat import Message
-from engine.traces.chat_completions import ROLES, parts_text
-from engine.traces.request import FieldError, TraceRequest, expect, function_tool, tool_call
+from engine.traces.messages import Message, tool_call
+from engine.traces.openai_chat import CHAT_ROLES, parts_text
+from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
 DROPPED = ("reasoning",)
 
@@ -26,7 +26,7 @@ def _items(body: dict[str, Any]) -> list[Message]:
         where = f"input[{i}]"
         kind = expect(item, dict, where).get("type", "message")
         if kind == "message":
-            role = ROLES.get(item.get("role"))
+            role = CHAT_ROLES.get(item.get("role"))
             if role is None or role == "tool":
                 raise FieldError(
                     f"{where}.role",

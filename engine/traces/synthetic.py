@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.chat import Message
-from engine.traces.request import TraceRequest, tool_call
+from engine.traces.messages import Message, tool_call
+from engine.traces.request import TraceRequest
 
 SAMPLE_LINES = 64
 

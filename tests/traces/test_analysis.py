@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import engine
-from engine.bench.replay import Conversation, Replayer, Request
+from engine.bench.machinery.replayer import Conversation, Replayer, Request
 from engine.block_manager import BlockManager
 from engine.traces.analysis import AnalyzedRequest, Analyzer, replies
 from engine.traces.load import load_trace
@@ -13,7 +13,7 @@ from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.shipped import EXAMPLES
-from tests.test_trace import trace_turns
+from tests.traces.billing_trace import trace_turns
 
 
 @pytest.fixture(scope="module")

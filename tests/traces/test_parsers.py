@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.chat_completions import parse_chat_completions
+from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.request import TOOLS, Breakpoint, FieldError
 from engine.traces.responses import parse_responses
 from tests.traces.conversation import anthropic, chat, responses
@@ -25,16 +25,6 @@ def test_every_format_normalizes_to_the_same_conversation(parse, body) -> None:
     reference = parse_chat_completions(chat())
     assert [without(m, "name") for m in req.messages] == [without(m, "name") for m in reference.messages]
     assert req.tools == reference.tools
-
-
-def test_chat_form_details() -> None:
-    msgs = parse_chat_completions(chat()).messages
-    assert msgs[0] == {"role": "system", "content": "You are a billing assistant."}  # developer -> system
-    assert msgs[1]["content"] == "What do I owe?\nQuickly."  # text parts joined
-    assert msgs[2]["tool_calls"][0]["function"]["arguments"] == {
-        "invoice": "INV-7"
-    }  # string arguments parsed
-    assert msgs[3]["name"] == "lookup"
 
 
 def test_anthropic_breakpoints_land_on_their_messages() -> None:
