@@ -63,6 +63,11 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
     return lo
 
 
+def marked_text(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], index: int, width: int) -> str:
+    """The text of `width` tokens either side of token `index`, the spot marked with ⟂."""
+    return f"{tokenizer.decode(ids[max(0, index - width) : index])}⟂{tokenizer.decode(ids[index : index + width])}"
+
+
 def _common_suffix(a: str, b: str) -> int:
     return common_prefix(a[::-1], b[::-1])
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.regions import common_prefix
+from engine.regions import common_prefix, marked_text
 from engine.traces.messages import Message
 from engine.traces.providers.anthropic import LOOKBACK_BLOCKS
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
@@ -73,12 +73,6 @@ def replies(requests: Sequence[TraceRequest]) -> list[Message | None]:
     return out
 
 
-def marked(renderer: TraceRenderer, ids: Sequence[int], index: int, width: int) -> str:
-    """The prompt text around token `index`, the spot marked with ⟂."""
-    decode = renderer.tokenizer.decode
-    return f"{decode(ids[max(0, index - width) : index])}⟂{decode(ids[index : index + width])}"
-
-
 class Analyzer:
     def __init__(self, renderer: TraceRenderer, local: LocalRule, rules: Sequence[CacheRule] = ()) -> None:
         self.renderer, self.local, self.rules = renderer, local, list(rules)
@@ -124,10 +118,12 @@ class Analyzer:
                     cached_share=cached / len(ids),
                     first_divergence=cached,
                     divergence_region=self.renderer.region_at(req, prompt, ends, cached),
-                    divergence_context=marked(self.renderer, ids, cached, 24),
+                    divergence_context=marked_text(self.renderer.tokenizer, ids, cached, 24),
                     first_change=change,
                     change_region=self.renderer.region_at(req, prompt, ends, change) if change >= 0 else "",
-                    change_context=marked(self.renderer, ids, change, 16) if change >= 0 else "",
+                    change_context=marked_text(self.renderer.tokenizer, ids, change, 16)
+                    if change >= 0
+                    else "",
                     lost_tokens=lost,
                     served=served,
                 )
