@@ -1,5 +1,6 @@
 """Plots of replayed conversations: TTFT per turn, cached share per turn, and a token strip per
-conversation showing where reuse ended on one turn."""
+conversation showing where reuse ended on one turn; of trace analyses: cumulative cached share per cache rule
+and the local cache's hit rate against its capacity."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
+from engine.traces.analysis import AnalyzedRequest  # noqa: E402
+from engine.traces.pressure import PressurePoint  # noqa: E402
 
 
 def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord]]:
@@ -174,3 +177,29 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_rule_shares(
+    records: Sequence[AnalyzedRequest], rules: Sequence[str], path: Path, title: str
+) -> None:
+    """Per cache rule: prompt tokens served from cache so far over prompt tokens so far, request by request."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    x = range(1, len(records) + 1)
+    prompt = list(itertools.accumulate(r.prompt_tokens for r in records))
+    for rule in rules:
+        cached = itertools.accumulate(r.served[rule].cached_tokens for r in records)
+        ax.plot(x, [100 * c / p for c, p in zip(cached, prompt, strict=True)], marker="o", ms=3, label=rule)
+    ax.set(xlabel="request (in the order sent)", ylabel="prompt tokens from cache so far (%)", ylim=(-3, 103))
+    ax.set_title(title)
+    _save(fig, path, ax)
+
+
+def plot_pressure(points: Sequence[PressurePoint], path: Path, title: str) -> None:
+    """Hit rate of the local cache against its capacity, one line per eviction policy."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for policy in dict.fromkeys(p.policy for p in points):
+        mine = [p for p in points if p.policy == policy]
+        ax.plot([p.cache_tokens for p in mine], [100 * p.hit_rate for p in mine], marker="o", label=policy)
+    ax.set(xlabel="local cache capacity (tokens)", ylabel="prompt tokens from cache (%)", ylim=(-3, 103))
+    ax.set_title(f"{title} (lines: eviction policies)")
+    _save(fig, path, ax)

@@ -14,10 +14,9 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from engine.bench.machinery.args import chosen_model
-from engine.bench.machinery.plots import plot_strip
+from engine.bench.machinery.plots import plot_pressure, plot_rule_shares, plot_strip
 from engine.bench.machinery.report import table
 from engine.bench.machinery.results import REPO, run_environment
-from engine.bench.machinery.trace_plots import plot_pressure, plot_rule_shares
 from engine.bench.machinery.trace_report import REQUEST_COLUMNS, rule_summary, write_trace_results
 from engine.block_manager import BlockManager
 from engine.devices import dtype_name, resolve_device, resolve_dtype
