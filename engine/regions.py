@@ -185,12 +185,17 @@ def render_prompt(
     full = render_text(tokenizer, messages, tools, **template_options)
     spans = char_spans(tokenizer, messages, tools, full, **template_options)
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+    return RenderedPrompt(list(enc["input_ids"]), full, token_regions(spans, enc["offset_mapping"]))
+
+
+def token_regions(spans: Sequence[tuple[int, str, str]], offsets: Sequence[tuple[int, int]]) -> list[Region]:
+    """Tokens (by their character offsets) grouped into the regions of `char_spans`."""
     starts = [s for s, _, _ in spans]
     regions: list[Region] = []
-    for t, (char_start, _) in enumerate(enc["offset_mapping"]):
+    for t, (char_start, _) in enumerate(offsets):
         label, kind = spans[bisect.bisect_right(starts, char_start) - 1][1:]
         if regions and regions[-1].label == label and regions[-1].end == t:
             regions[-1] = Region(label, kind, regions[-1].start, t + 1)
         else:
             regions.append(Region(label, kind, t, t + 1))
-    return RenderedPrompt(list(enc["input_ids"]), full, regions)
+    return regions

@@ -23,6 +23,7 @@ from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import request_times
+from engine.traces.tokens import Encoded
 
 
 @dataclass
@@ -44,7 +45,9 @@ class AnalyzedRequest:
         int  # tokens of the previous request + its reply after the first change: reuse the change cost
     )
     served: dict[str, Served] = field(default_factory=dict)  # rule name -> what it served
-    regions: list[tuple[str, int, int]] = field(default_factory=list)  # filled for the plotted requests only
+    regions: list[tuple[str, int, int]] = field(
+        default_factory=list
+    )  # filled for each session's last request
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV and tables: one cached/share/written/cost column group per rule."""
@@ -84,7 +87,8 @@ class Analyzer:
         following = replies(requests)
         before: dict[str, list[int]] = {}  # session -> previous prompt + its reply, as cached
         turns: dict[str, int] = {}
-        out = []
+        out: list[AnalyzedRequest] = []
+        last: dict[str, tuple[int, TraceRequest, Encoded, list[int]]] = {}  # session -> its latest request
         steps = list(zip(requests, following, request_times(requests), strict=True))
         for req, reply, when in tqdm(steps, desc="analyze", unit="req", leave=False):
             turn = turns[req.session] = turns.get(req.session, 0) + 1
@@ -107,6 +111,7 @@ class Analyzer:
             if keep_ids:
                 self.prompts.append((ids, reply_ids))
             cached = local.cached_tokens
+            last[req.session] = (len(out), req, prompt, ends)
             out.append(
                 AnalyzedRequest(
                     conversation=req.session,
@@ -128,4 +133,6 @@ class Analyzer:
                     served=served,
                 )
             )
+        for i, req, prompt, ends in last.values():  # for the token strip
+            out[i].regions = [(r.label, r.start, r.end) for r in self.renderer.regions(req, prompt, ends)]
         return out

@@ -11,7 +11,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from engine.chat import Message, render_text
-from engine.regions import char_spans, common_prefix, message_end
+from engine.regions import Region, char_spans, common_prefix, message_end, token_regions
 from engine.traces.request import TraceRequest
 from engine.traces.tokens import Encoded, IncrementalEncoder
 
@@ -68,6 +68,11 @@ class TraceRenderer:
         spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
         char = prompt.offsets[min(index, len(prompt.offsets) - 1)][0]
         return spans[bisect.bisect_right([s for s, _, _ in spans], char) - 1][1]
+
+    def regions(self, req: TraceRequest, prompt: Encoded, ends: list[int]) -> list[Region]:
+        """The prompt's regions, as `regions.render_prompt` labels them (from the message ends known here)."""
+        spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
+        return token_regions(spans, prompt.offsets)
 
     def anthropic_positions(
         self, req: TraceRequest, prompt: Encoded, ends: list[int], lookback: int

@@ -8,7 +8,6 @@ loaded. The local cache gets the capacity a full replay on the same device would
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
@@ -24,9 +23,8 @@ from engine.errors import TokenizerMissingError
 from engine.identity import identity
 from engine.kv_cache import KVCache
 from engine.loader import with_tokenizer
-from engine.regions import render_prompt
 from engine.sources import ModelSource, resolve
-from engine.traces.analysis import AnalyzedRequest, Analyzer
+from engine.traces.analysis import Analyzer
 from engine.traces.pressure import capacities, sweep
 from engine.traces.providers.local import LocalRule
 from engine.traces.providers.registry import HOSTED, LOCAL
@@ -39,18 +37,6 @@ def open_tokenizer(args: argparse.Namespace) -> tuple[ModelSource, PreTrainedTok
     if tokenizer is None:
         raise TokenizerMissingError(f"{source.model_id} has no tokenizer files: --analyze renders with them")
     return source, tokenizer
-
-
-def with_regions(
-    tokenizer: PreTrainedTokenizerBase, records: list[AnalyzedRequest], requests: list[TraceRequest]
-) -> list[AnalyzedRequest]:
-    """The last request of every session, its prompt's regions filled in (for the token strip)."""
-    last = {r.session: i for i, r in enumerate(requests)}
-    out = []
-    for i in last.values():
-        rendered = render_prompt(tokenizer, requests[i].messages, requests[i].tools)
-        out.append(replace(records[i], regions=[(g.label, g.start, g.end) for g in rendered.regions]))
-    return out
 
 
 def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: list[str]) -> int:
@@ -78,7 +64,7 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
         records, rules, out / "cached_share_by_rule.png", f"Cached share so far, per cache rule: {name}"
     )
     plot_strip(
-        with_regions(tokenizer, records, requests),
+        [r for r in records if r.regions],
         out / "token_strip.png",
         "Where local reuse ends on each session's last request",
         "prompt token index",
