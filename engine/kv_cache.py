@@ -40,7 +40,7 @@ class KVCache:
         cache_tokens: int | None,
         cache_gb: float | None,
     ) -> int:
-        """The engine's pool size in blocks: `cache_tokens` if given, else `cache_gb`, else the device default."""
+        """The engine's pool size in blocks: from `cache_tokens`, else `cache_gb`, else the device default."""
         if cache_tokens is not None:
             return KVCache.blocks_for_budget(config, block_size, dtype, tokens=cache_tokens, nbytes=None)
         nbytes = int(cache_gb * 2**30) if cache_gb else default_cache_bytes(device)

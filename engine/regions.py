@@ -65,7 +65,8 @@ def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
 
 def marked_text(tokenizer: PreTrainedTokenizerBase, ids: Sequence[int], index: int, width: int) -> str:
     """The text of `width` tokens either side of token `index`, the spot marked with ⟂."""
-    return f"{tokenizer.decode(ids[max(0, index - width) : index])}⟂{tokenizer.decode(ids[index : index + width])}"
+    before, after = ids[max(0, index - width) : index], ids[index : index + width]
+    return f"{tokenizer.decode(before)}⟂{tokenizer.decode(after)}"
 
 
 def _common_suffix(a: str, b: str) -> int:

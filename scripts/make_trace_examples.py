@@ -100,7 +100,8 @@ STEPS: list[tuple[str, Any]] = [
     ),
     ("result", ("call_4", "edit_file", "ok: 1 replacement")),
 ]
-REQUEST_ENDS = [0, 2, 4, 6, 8, 10]  # request n carries STEPS[:REQUEST_ENDS[n]]; STEPS[REQUEST_ENDS[n]] is its reply
+# request n carries STEPS[:REQUEST_ENDS[n]]; STEPS[REQUEST_ENDS[n]] is its reply
+REQUEST_ENDS = [0, 2, 4, 6, 8, 10]
 
 
 def clock(n: int) -> str:

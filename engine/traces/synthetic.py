@@ -12,7 +12,8 @@ SAMPLE_LINES = 64
 
 
 def _line(i: int) -> str:
-    return f"src/pkg_{i % 37}/mod_{i}.py: def handler_{i}(request, limit={i % 97}): return route(request, {i * 7})"
+    path = f"src/pkg_{i % 37}/mod_{i}.py"
+    return f"{path}: def handler_{i}(request, limit={i % 97}): return route(request, {i * 7})"
 
 
 def listing(tokenizer: PreTrainedTokenizerBase, tokens: int) -> str:

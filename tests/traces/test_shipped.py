@@ -41,7 +41,7 @@ def test_the_anthropic_example_marks_system_and_last_message() -> None:
 
 
 def test_examples_ship_as_package_data() -> None:
-    """pyproject's package-data patterns for engine.traces cover every example (an installed package has them)."""
+    """pyproject's package-data patterns for engine.traces cover every example (installed, it has them)."""
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     patterns = json.loads(re.search(r'^"engine\.traces" = (\[.*\])$', text, re.M).group(1))
     for path in EXAMPLES.values():

@@ -65,7 +65,7 @@ def register(commands: Any) -> None:
     p.add_argument(
         "--pressure",
         action="store_true",
-        help="with --analyze: the local cache's hit rate against its capacity (up to --cache-tokens), per eviction policy",
+        help="with --analyze: local cache hit rate against capacity (to --cache-tokens), per eviction policy",
     )
     add_bench_args(p)
     p.set_defaults(func=main)

@@ -182,7 +182,7 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
 def plot_rule_shares(
     records: Sequence[AnalyzedRequest], rules: Sequence[str], path: Path, title: str
 ) -> None:
-    """Per cache rule: prompt tokens served from cache so far over prompt tokens so far, request by request."""
+    """Per cache rule: prompt tokens served from cache so far over prompt tokens so far, per request."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     x = range(1, len(records) + 1)
     prompt = list(itertools.accumulate(r.prompt_tokens for r in records))

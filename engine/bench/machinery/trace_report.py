@@ -89,7 +89,8 @@ def write_trace_results(
     ]
     bad = worst(records)
     lines += [
-        f"- {r.conversation} request {r.turn}: {r.lost_tokens} tokens the previous request had cached were recomputed; "
+        f"- {r.conversation} request {r.turn}: {r.lost_tokens} tokens the previous request had cached, "
+        "recomputed; "
         f"changed in `{r.change_region}` at token {r.first_change}: `{one_line(r.change_context)}`"
         for r in bad
     ]
