@@ -17,13 +17,13 @@ from transformers import PreTrainedTokenizerBase
 from engine.attention import MAX_BYTES, AttentionMaps, as_rendered, capture, continue_greedily
 from engine.block_manager import BlockManager
 from engine.chat import Message, render_text
-from engine.devices import default_cache_bytes, device_description, dtype_name, now
+from engine.devices import device_description, dtype_name, now
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
 from engine.kv_cache import KVCache, SequenceKV, StepContext
 from engine.model import Decoder
 from engine.outputs import Generation, Timing, Usage
 from engine.regions import RenderedPrompt
-from engine.sampling import sample
+from engine.sampling import check_sampling, sample
 from engine.sequence import Sequence as Seq
 from engine.sources import ModelSource
 
@@ -50,15 +50,8 @@ class Engine:
         self.device, self.dtype = device, dtype
         self.cache_enabled = cache
         self.prefill_chunk = prefill_chunk
-        nbytes = (
-            None
-            if cache_tokens is not None
-            else int(cache_gb * 2**30)
-            if cache_gb
-            else default_cache_bytes(device)
-        )
         num_blocks = KVCache.blocks_for_budget(
-            self.config, block_size, dtype, tokens=cache_tokens, nbytes=nbytes
+            self.config, block_size, dtype, device, tokens=cache_tokens, gb=cache_gb
         )
         namespace = f"{source.digest}:{dtype_name(dtype)}".encode()
         self.blocks = BlockManager(num_blocks, block_size, namespace)
@@ -175,6 +168,7 @@ class Engine:
         `cache_salt` isolates tenants: blocks hashed under one salt never serve another.
         `return_logits` keeps the float32 logits of every sampling step in `Generation.logits`.
         """
+        temperature, top_p = check_sampling(temperature, top_p)
         ids = self.prompt_ids(prompt)
         if max_new_tokens < 1:
             raise PromptError(f"max_new_tokens must be at least 1, got {max_new_tokens}")

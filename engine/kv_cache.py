@@ -11,7 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.arguments import integer, real
 from engine.config import ModelConfig
+from engine.devices import default_cache_bytes, free_memory
+from engine.errors import CacheCapacityError
 
 
 class KVCache:
@@ -32,13 +35,35 @@ class KVCache:
 
     @staticmethod
     def blocks_for_budget(
-        config: ModelConfig, block_size: int, dtype: torch.dtype, *, tokens: int | None, nbytes: int | None
-    ) -> int:
-        """How many blocks a token budget or a byte budget buys (tokens win if both are given)."""
-        if tokens is None:
-            per_token = config.kv_bytes_per_token * torch.tensor([], dtype=dtype).element_size()
-            tokens = int(nbytes or 0) // per_token
-        return max(int(tokens) // block_size, 0)
+        config: ModelConfig, block_size: object, dtype: torch.dtype, device: torch.device,
+        *, tokens: object = None, gb: object = None,
+    ) -> int:  # fmt: skip
+        """How many blocks a budget of `tokens` or else `gb` GiB buys (neither: a share of free memory).
+
+        Sizes must be positive, and the pool must fit in the memory free on `device`: this is checked
+        before anything is allocated, since an empty pool takes no pages until written.
+        """
+        block_size = integer("block_size", block_size, minimum=1)
+        per_token = config.kv_bytes_per_token * torch.tensor([], dtype=dtype).element_size()
+        if tokens is not None:
+            budget = integer("cache_tokens", tokens, minimum=1)
+        elif gb is not None:
+            budget = int(real("cache_gb", gb, positive=True) * 2**30) // per_token
+        else:
+            budget = default_cache_bytes(device) // per_token
+        num_blocks = budget // block_size
+        if num_blocks < 1:
+            raise CacheCapacityError(
+                f"a KV cache of {budget} tokens holds no block of {block_size} tokens; give a larger cache"
+            )
+        need = num_blocks * block_size * per_token
+        free, where = free_memory(device)
+        if need > free:
+            raise CacheCapacityError(
+                f"a KV cache of {num_blocks * block_size:,} tokens needs {need / 2**30:,.2f} GiB but only "
+                f"{free / 2**30:,.2f} GiB of {where} is left; give a smaller cache_gb or cache_tokens"
+            )
+        return num_blocks
 
     @property
     def nbytes(self) -> int:
