@@ -320,37 +320,25 @@ LOAD_CASES = [
         {"cache_gb": 0}, InvalidArgumentError, r"cache_gb must be greater than 0, got 0", id="cache_gb 0"
     ),
     pytest.param(
-        {"cache_gb": -1.5}, InvalidArgumentError, r"cache_gb must be greater than 0", id="cache_gb negative"
+        {"cache_gb": -1.5}, InvalidArgumentError, r"cache_gb must be greater than 0", id="cache_gb -1.5"
     ),
     pytest.param(
-        {"cache_gb": math.nan}, InvalidArgumentError, r"cache_gb must be a finite number", id="cache_gb nan"
+        {"cache_gb": math.nan}, InvalidArgumentError, r"cache_gb must be a finite number", id="gb nan"
     ),
     pytest.param(
-        {"cache_tokens": 0},
-        InvalidArgumentError,
-        r"cache_tokens must be at least 1, got 0",
-        id="cache_tokens 0",
+        {"cache_tokens": 0}, InvalidArgumentError, r"cache_tokens must be at least 1, got 0", id="tokens 0"
     ),
     pytest.param(
-        {"cache_tokens": 64.5},
-        InvalidArgumentError,
-        r"cache_tokens must be an integer",
-        id="cache_tokens float",
+        {"cache_tokens": 64.5}, InvalidArgumentError, r"cache_tokens must be an integer", id="tokens 64.5"
     ),
     pytest.param(
         {"block_size": 0}, InvalidArgumentError, r"block_size must be at least 1, got 0", id="block_size 0"
     ),
     pytest.param(
-        {"block_size": -16},
-        InvalidArgumentError,
-        r"block_size must be at least 1, got -16",
-        id="block_size -16",
+        {"block_size": -16}, InvalidArgumentError, r"block_size must be at least 1, got -16", id="bs -16"
     ),
     pytest.param(
-        {"cache_tokens": 8},
-        CacheCapacityError,
-        r"8 tokens holds no block of 16",
-        id="cache smaller than a block",
+        {"cache_tokens": 8}, CacheCapacityError, r"8 tokens holds no block of 16", id="under one block"
     ),
     pytest.param(
         {"cache_gb": 1e6},
@@ -358,14 +346,28 @@ LOAD_CASES = [
         r"needs 1,000,000\.00 GiB but only [\d,.]+ GiB of .* is left",
         id="cache_gb 1e6",
     ),
+    pytest.param(
+        {"model": 123}, InvalidArgumentError, r"model must be a string, got int 123", id="model int"
+    ),
+    pytest.param({"seed": "abc"}, InvalidArgumentError, r"seed must be an integer, got 'abc'", id="seed str"),
+    pytest.param({"seed": -1}, InvalidArgumentError, r"seed must be at least 0, got -1", id="seed -1"),
+    pytest.param(
+        {"prefill_chunk": 0}, InvalidArgumentError, r"prefill_chunk must be at least 1", id="chunk 0"
+    ),
+    pytest.param(
+        {"cache": "yes"}, InvalidArgumentError, r"cache must be True or False, got 'yes'", id="cache str"
+    ),
+    # an unknown keyword is Python's own TypeError, raised at the call before any work (no **options)
+    pytest.param(
+        {"cache_size": 3}, TypeError, r"unexpected keyword argument 'cache_size'", id="unknown option"
+    ),
 ]
 
 
 @pytest.mark.parametrize(("options", "error", "message"), LOAD_CASES)
-def test_bad_cache_options(tiny_dir, options, error, message) -> None:
-    options = {"cache_tokens": None} | options
+def test_bad_load_arguments(tiny_dir, options, error, message) -> None:
     with pytest.raises(error, match=message):
-        engine.load(str(tiny_dir("qwen2")), device="cpu", **options)
+        engine.load(**{"model": str(tiny_dir("qwen2")), "device": "cpu"} | options)
 
 
 SAMPLING_CASES = [
