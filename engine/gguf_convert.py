@@ -66,7 +66,8 @@ def _metadata(reader: Any) -> dict[str, Any]:
             meta[key] = field.contents()
         except Exception:  # noqa: BLE001 - an unreadable optional field is skipped, required ones fail later
             continue
-    meta["tokenizer.ggml.tokens"] = range(len(reader.fields["tokenizer.ggml.tokens"].data))
+    if "tokenizer.ggml.tokens" in reader.fields:  # only its length is kept: the vocabulary size
+        meta["tokenizer.ggml.tokens"] = range(len(reader.fields["tokenizer.ggml.tokens"].data))
     return meta
 
 
