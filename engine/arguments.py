@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from engine.errors import InvalidArgumentError
+from engine.errors import EngineError, InvalidArgumentError
 
 
 def integer(name: str, value: object, minimum: int | None = None) -> int:
@@ -19,6 +19,13 @@ def integer(name: str, value: object, minimum: int | None = None) -> int:
     if minimum is not None and value < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value}")
     return int(value)
+
+
+def boolean(name: str, value: object) -> bool:
+    """True or False, nothing merely truthy."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be True or False, got {value!r:.60}")
+    return value
 
 
 def real(name: str, value: object, minimum: float | None = None, *, positive: bool = False) -> float:
@@ -33,3 +40,30 @@ def real(name: str, value: object, minimum: float | None = None, *, positive: bo
     if minimum is not None and number < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value!r}")
     return number
+
+
+def string(name: str, value: object, error: type[EngineError] = InvalidArgumentError) -> str:
+    """A str that is valid Unicode: a lone surrogate (from a bad decode) cannot be tokenized."""
+    if not isinstance(value, str):
+        raise error(f"{name} must be a string, got {type(value).__name__} {value!r:.60}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise error(
+            f"{name} holds a lone surrogate {value[e.start]!r} at character {e.start}: not valid Unicode text"
+        ) from None
+    return value
+
+
+def stop_strings(stop: object) -> tuple[str, ...]:
+    """`stop`: None, one string (never split into characters) or a list of non-empty strings."""
+    if stop is None:
+        return ()
+    items = [stop] if isinstance(stop, str) else stop
+    if not isinstance(items, list | tuple):
+        raise InvalidArgumentError(f"stop must be a string or a list of strings, got {type(stop).__name__}")
+    for i, item in enumerate(items):
+        name = "stop" if isinstance(stop, str) else f"stop[{i}]"
+        if not string(name, item):
+            raise InvalidArgumentError(f"{name} is an empty string, which would stop before any text")
+    return tuple(items)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine.arguments import integer
+from engine.arguments import boolean, integer
 from engine.devices import resolve_device, resolve_dtype
 from engine.engine import Engine
 from engine.errors import InvalidArgumentError
@@ -36,8 +36,7 @@ def load(
     for name, value in (("model", model), ("device", device), ("dtype", dtype)):
         if value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__} {value!r}")
-    if not isinstance(cache, bool):
-        raise InvalidArgumentError(f"cache must be True or False, got {cache!r}")
+    cache = boolean("cache", cache)
     seed, prefill_chunk = integer("seed", seed, minimum=0), integer("prefill_chunk", prefill_chunk, minimum=1)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
