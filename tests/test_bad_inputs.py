@@ -370,7 +370,7 @@ def test_bad_load_arguments(tiny_dir, options, error, message) -> None:
         engine.load(**{"model": str(tiny_dir("qwen2")), "device": "cpu"} | options)
 
 
-SAMPLING_CASES = [
+GENERATE_CASES = [
     pytest.param({"temperature": -1}, r"temperature must be at least 0\.0, got -1", id="temperature -1"),
     pytest.param(
         {"temperature": math.nan}, r"temperature must be a finite number, got nan", id="temperature nan"
@@ -381,13 +381,36 @@ SAMPLING_CASES = [
     pytest.param({"top_p": 0}, r"top_p must be greater than 0, got 0", id="top_p 0"),
     pytest.param({"top_p": 1.5}, r"top_p must be in \(0, 1\], got 1\.5", id="top_p 1.5"),
     pytest.param({"top_p": math.nan}, r"top_p must be a finite number", id="top_p nan"),
+    pytest.param(
+        {"max_new_tokens": 2.5}, r"max_new_tokens must be an integer, got 2\.5", id="max_new_tokens 2.5"
+    ),
+    pytest.param({"max_new_tokens": 0}, r"max_new_tokens must be at least 1, got 0", id="max_new_tokens 0"),
+    pytest.param({"seed": "abc"}, r"seed must be an integer, got 'abc'", id="seed str"),
+    pytest.param({"stop": [""]}, r"stop\[0\] is an empty string", id="stop empty"),
+    pytest.param({"stop": 5}, r"stop must be a string or a list of strings, got int", id="stop int"),
+    pytest.param(
+        {"stop": ["ok", "\ud800"]},
+        r"stop\[1\] holds a lone surrogate '\\ud800' at character 0",
+        id="stop surrogate",
+    ),
+    pytest.param({"cache": "no"}, r"cache must be True or False, got 'no'", id="cache str"),
+    pytest.param({"cache_salt": 3}, r"cache_salt must be a string, got int 3", id="cache_salt int"),
+    pytest.param({"on_token": "print"}, r"on_token must be a function", id="on_token str"),
 ]
 
 
-@pytest.mark.parametrize(("options", "message"), SAMPLING_CASES)
-def test_bad_sampling_arguments(eng, options, message) -> None:
+@pytest.mark.parametrize(("options", "message"), GENERATE_CASES)
+def test_bad_generate_arguments(eng, options, message) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
-        eng.generate([5, 6, 7], max_new_tokens=2, **options)
+        eng.generate(**{"prompt": [5, 6, 7], "max_new_tokens": 2} | options)
+    assert eng.cache_stats()["lookups"] == 0  # refused before any work
+
+
+def test_stop_is_a_string_or_a_list_and_cuts_at_the_earliest(smollm2) -> None:
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    assert smollm2.generate(question, max_new_tokens=24).text == "The capital of France is Paris."
+    assert smollm2.generate(question, max_new_tokens=24, stop="Paris").text == "The capital of France is "
+    assert smollm2.generate(question, max_new_tokens=24, stop=["France", "capital"]).text == "The "
 
 
 def test_nan_logits_at_run_time_are_an_error_not_empty_text(eng) -> None:
