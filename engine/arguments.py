@@ -6,8 +6,10 @@ argument. `bool` is refused where a number is expected (Python counts it as an i
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
+from collections.abc import Callable
 
 from engine.errors import EngineError, InvalidArgumentError
 
@@ -67,3 +69,32 @@ def stop_strings(stop: object) -> tuple[str, ...]:
         if not string(name, item):
             raise InvalidArgumentError(f"{name} is an empty string, which would stop before any text")
     return tuple(items)
+
+
+def int_flag(minimum: int = 1) -> Callable[[str], int]:
+    """argparse `type=` for an integer flag of at least `minimum`: a bad value is argparse's one error line
+    naming the flag (exit status 2)."""
+
+    def parse(value: str) -> int:
+        try:
+            return integer("value", int(value), minimum)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+        except InvalidArgumentError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
+
+
+def float_flag(minimum: float | None = None, *, positive: bool = False) -> Callable[[str], float]:
+    """argparse `type=` for a finite number flag, at least `minimum` (above 0 when `positive`)."""
+
+    def parse(value: str) -> float:
+        try:
+            return real("value", float(value), minimum, positive=positive)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+        except InvalidArgumentError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return parse
