@@ -19,6 +19,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from engine.chat import Message, render_text
+from engine.traces.messages import validate_messages, validate_tools
 
 STATUS_TAG = "<agent_status>"
 
@@ -124,6 +125,7 @@ def render_prompt(
     **template_options: Any,
 ) -> RenderedPrompt:
     """Render with the chat template (generation prompt included) and label every token with its region."""
+    messages, tools = validate_messages(messages), validate_tools(tools)  # multi-part content joined
     full = render_text(tokenizer, messages, tools, **template_options)
     tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
     default_end = _default_system_end(tokenizer, messages, tools, **template_options)

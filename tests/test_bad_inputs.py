@@ -20,6 +20,7 @@ from engine.errors import (
     CacheCapacityError,
     InvalidArgumentError,
     NumericalError,
+    PromptError,
     UnsupportedModelError,
     WeightsError,
 )
@@ -404,6 +405,45 @@ def test_bad_generate_arguments(eng, options, message) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         eng.generate(**{"prompt": [5, 6, 7], "max_new_tokens": 2} | options)
     assert eng.cache_stats()["lookups"] == 0  # refused before any work
+
+
+PROMPT_CASES = [
+    pytest.param({"role": "user", "content": "hi"}, r"prompt must be text, .*; got dict", id="prompt dict"),
+    pytest.param(5, r"prompt must be text, .*; got int", id="prompt int"),
+    pytest.param(None, r"prompt must be text, .*; got NoneType", id="prompt None"),
+    pytest.param(
+        [1, 2.5],
+        r"a prompt list holds chat messages \(dicts\) or token ids \(ints\); got 2\.5",
+        id="ids float",
+    ),
+    pytest.param(
+        "bad \ud83d text", r"prompt holds a lone surrogate '\\ud83d' at character 4", id="text surrogate"
+    ),
+    pytest.param(
+        [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}],
+        r"message 0 content part 0 is 'image_url': only text parts",
+        id="image part",
+    ),
+]
+
+
+@pytest.mark.parametrize(("prompt", "message"), PROMPT_CASES)
+def test_bad_prompts(smollm2, prompt, message) -> None:
+    with pytest.raises(PromptError, match=message):
+        smollm2.generate(prompt, max_new_tokens=2)
+
+
+def test_tools_as_a_string_are_refused_not_split(smollm2) -> None:
+    with pytest.raises(PromptError, match=r"tools must be a list of tool definitions \(dicts\), got str"):
+        smollm2.render([{"role": "user", "content": "hi"}], tools="lookup")
+
+
+def test_multi_part_text_content_renders_as_its_joined_text(smollm2) -> None:
+    parts = [{"type": "text", "text": "What is the capital"}, {"type": "text", "text": "of France?"}]
+    joined = "What is the capital\nof France?"
+    assert smollm2.render([{"role": "user", "content": parts}]) == smollm2.render(
+        [{"role": "user", "content": joined}]
+    )
 
 
 def test_stop_is_a_string_or_a_list_and_cuts_at_the_earliest(smollm2) -> None:

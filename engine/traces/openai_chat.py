@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import PromptError, TraceError
-from engine.traces.messages import Message, parse_tool_arguments, split_request, validate_messages
+from engine.traces.messages import (
+    Message,
+    parse_tool_arguments,
+    split_request,
+    validate_messages,
+    validate_tools,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,7 @@ def read_trace(path: Path) -> list[TraceRequest]:
                 f"{path}: request {i + 1} is neither a message list nor an object with 'messages'"
             )
         try:
-            validate_messages(messages)
+            messages, tools = validate_messages(messages), validate_tools(tools)
         except PromptError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None
         requests.append(TraceRequest([parse_tool_arguments(m) for m in messages], tools))

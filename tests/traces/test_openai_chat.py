@@ -25,6 +25,10 @@ def test_openai_string_arguments_are_parsed(tmp_path) -> None:
         ("[]", "non-empty JSON list"),
         ("{", "not valid JSON"),
         ('[[{"role": "wizard", "content": "x"}]]', "request 1"),
+        (
+            '[{"messages": [{"role": "user", "content": "x"}], "tools": "lookup"}]',
+            "request 1: tools must be a list",
+        ),
     ],
 )
 def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
@@ -32,3 +36,10 @@ def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
     path.write_text(content)
     with pytest.raises(TraceError, match=message):
         read_trace(path)
+
+
+def test_multi_part_text_content_is_replayed_as_text(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    path.write_text(json.dumps([[{"role": "user", "content": parts}]]))
+    assert read_trace(path)[0].messages == [{"role": "user", "content": "a\nb"}]
