@@ -30,8 +30,15 @@ def boolean(name: str, value: object) -> bool:
     return value
 
 
-def real(name: str, value: object, minimum: float | None = None, *, positive: bool = False) -> float:
-    """A finite number, at least `minimum` (and above 0 when `positive`)."""
+def real(
+    name: str,
+    value: object,
+    minimum: float | None = None,
+    *,
+    positive: bool = False,
+    maximum: float | None = None,
+) -> float:
+    """A finite number, at least `minimum` (and above 0 when `positive`), at most `maximum`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidArgumentError(f"{name} must be a number, got {value!r}")
     number = float(value)
@@ -41,6 +48,8 @@ def real(name: str, value: object, minimum: float | None = None, *, positive: bo
         raise InvalidArgumentError(f"{name} must be greater than 0, got {value!r}")
     if minimum is not None and number < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise InvalidArgumentError(f"{name} must be at most {maximum}, got {value!r}")
     return number
 
 
@@ -86,12 +95,15 @@ def int_flag(minimum: int = 1) -> Callable[[str], int]:
     return parse
 
 
-def float_flag(minimum: float | None = None, *, positive: bool = False) -> Callable[[str], float]:
-    """argparse `type=` for a finite number flag, at least `minimum` (above 0 when `positive`)."""
+def float_flag(
+    minimum: float | None = None, *, positive: bool = False, maximum: float | None = None
+) -> Callable[[str], float]:
+    """argparse `type=` for a finite number flag, at least `minimum` (above 0 when `positive`), at most
+    `maximum`."""
 
     def parse(value: str) -> float:
         try:
-            return real("value", float(value), minimum, positive=positive)
+            return real("value", float(value), minimum, positive=positive, maximum=maximum)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
         except InvalidArgumentError as e:

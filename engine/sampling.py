@@ -5,15 +5,12 @@ from __future__ import annotations
 import torch
 
 from engine.arguments import real
-from engine.errors import InvalidArgumentError, NumericalError
+from engine.errors import NumericalError
 
 
 def check_sampling(temperature: object, top_p: object) -> tuple[float, float]:
     """Validated (temperature >= 0, 0 < top_p <= 1); nothing is clamped."""
-    t, p = real("temperature", temperature, 0.0), real("top_p", top_p, positive=True)
-    if p > 1.0:
-        raise InvalidArgumentError(f"top_p must be in (0, 1], got {top_p!r}")
-    return t, p
+    return real("temperature", temperature, 0.0), real("top_p", top_p, positive=True, maximum=1.0)
 
 
 def sample(logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None) -> int:
