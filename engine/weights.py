@@ -136,11 +136,13 @@ def _config_hint(cfg: ModelConfig, name: str) -> str:
     if name == "lm_head.weight":
         return f" (config.json: tie_word_embeddings is {str(cfg.tie_word_embeddings).lower()})"
     if ".self_attn." in name and name.endswith(".bias"):
-        return (
-            f" (config.json: attention_bias; {cfg.arch} has q/k/v bias {cfg.qkv_bias}, o bias {cfg.o_bias})"
-        )
+        if cfg.arch == "qwen2":
+            return " (Qwen2 has q/k/v biases and no o_proj bias, whatever config.json says)"
+        return f" (config.json: attention_bias is {str(cfg.qkv_bias).lower()})"
     if ".mlp." in name and name.endswith(".bias"):
-        return f" (config.json: mlp_bias; {cfg.arch} has MLP bias {cfg.mlp_bias})"
+        if cfg.arch != "llama":
+            return f" ({cfg.arch} MLPs have no biases)"
+        return f" (config.json: mlp_bias is {str(cfg.mlp_bias).lower()})"
     return ""
 
 
@@ -159,8 +161,9 @@ def _refuse_non_finite(name: str, tensor: torch.Tensor, dtype: torch.dtype) -> N
         kinds = [
             kind for kind, test in (("NaN", torch.isnan), ("inf", torch.isinf)) if bool(test(tensor).any())
         ]
+        count = int(bad.sum())
         raise WeightsError(
-            f"tensor {name} holds {int(bad.sum())} non-finite values ({' and '.join(kinds)}); refused"
+            f"tensor {name} holds {count} {' and '.join(kinds)} value{'s' * (count > 1)}; refused"
         )
     largest = float(tensor.abs().max())
     raise WeightsError(
