@@ -19,27 +19,27 @@ def refuse_unsupported_hf(d: dict[str, Any], arch: str) -> None:
     act = d.get("hidden_act", "silu")
     if act not in ACTIVATIONS:
         raise UnsupportedModelError(f"hidden_act {act!r} is not implemented (only silu, the SwiGLU MLP)")
-    if d.get("quantization_config"):
-        method = d["quantization_config"].get("quant_method", "?")
+    if quantization := d.get("quantization_config"):
+        method = quantization.get("quant_method", "?") if isinstance(quantization, dict) else quantization
         raise UnsupportedModelError(
             f"quantization_config ({method}) is not implemented: load float weights or a GGUF file"
         )
-    for field, params in rope_parameter_dicts(d):
+    rope = _rope_parameter_dicts(d)
+    for field, params in rope:
         rope_type = params.get("rope_type", params.get("type", "default"))
         if rope_type != "default":
             raise UnsupportedModelError(
                 f"{field}: rope type {rope_type!r} is not implemented (only default RoPE)"
             )
-        factor = params.get("partial_rotary_factor", d.get("partial_rotary_factor", 1.0))
-        if factor != 1.0:
-            raise UnsupportedModelError(
-                f"partial_rotary_factor {factor} is not implemented (RoPE on all dims)"
-            )
+    factors = [p.get("partial_rotary_factor") for _, p in rope] + [d.get("partial_rotary_factor")]
+    factor = next((f for f in factors if f not in (None, 1.0)), None)
+    if factor is not None:
+        raise UnsupportedModelError(f"partial_rotary_factor {factor} is not implemented (RoPE on all dims)")
     if arch in ("qwen2", "qwen3"):  # transformers' Llama has no sliding window and ignores these fields
         _refuse_sliding_window(d)
 
 
-def rope_parameter_dicts(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _rope_parameter_dicts(d: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """Every RoPE parameter dict of the config, named by field: `rope_scaling` (the older spelling) and
     `rope_parameters`, each flat or nested per layer type. transformers applies `rope_scaling` when it is set,
     whatever `rope_parameters` says, so both are checked."""
