@@ -1,7 +1,7 @@
-"""Issue 12's bad models, one table row each: a config field or GGUF key that changes math we lack, a tensor
-the model would not use or lacks, a non-finite weight, a truncated file; each refused naming the cause.
+"""Issue 12's bad models, one table row each: a config field that changes math we lack, a tensor the model
+would not use or lacks, a non-finite weight; each refused naming the cause (GGUF ones: tests/test_gguf.py).
 
-Every row damages a private copy of a tiny model (its config.json or its tensors), or writes a tiny GGUF.
+Every row damages a private copy of a tiny model: its config.json or its tensors.
 """
 
 from __future__ import annotations
@@ -11,14 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
 import engine
 from engine.errors import UnsupportedModelError, WeightsError
-from engine.sources import _alias_path
 from tests.conftest import edit_config
 
 Edit = Callable[[Path], None]
@@ -240,71 +238,3 @@ def test_harmless_fields_and_tensors_still_load(copy_of, tiny_dir, kind, edit) -
     ids = [5, 6, 7, 8]
     reference = engine.load(str(tiny_dir(kind)), device="cpu", cache_tokens=64).logits(ids)
     assert torch.equal(engine.load(str(folder), device="cpu", cache_tokens=64).logits(ids), reference)
-
-
-def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
-    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(8)
-    writer.add_head_count(2)
-    writer.add_feed_forward_length(16)
-    writer.add_context_length(64)
-    writer.add_token_list(["a", "b", "c"])
-    for key, value in extra.items():
-        (writer.add_string if isinstance(value, str) else writer.add_uint32)(f"llama.{key}", value)
-    for name in tensor_names:
-        writer.add_tensor(name, np.zeros((3, 8), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
-GGUF_CASES = [
-    pytest.param(
-        {"rope.scaling.type": "yarn"},
-        (),
-        r"GGUF metadata llama\.rope\.scaling\.type = 'yarn'",
-        id="rope scaling",
-    ),
-    pytest.param(
-        {"attention.sliding_window": 16}, (), r"llama\.attention\.sliding_window = 16", id="sliding window"
-    ),
-    pytest.param(
-        {"rope.dimension_count": 2},
-        (),
-        r"llama\.rope\.dimension_count = 2 differs from the head",
-        id="partial rotary",
-    ),
-    pytest.param({"expert_count": 8}, (), r"llama\.expert_count = 8 is not implemented", id="experts"),
-    pytest.param(
-        {},
-        ("rope_freqs.weight",),
-        r"GGUF tensor rope_freqs\.weight \(RoPE frequency",
-        id="rope frequency factors",
-    ),
-    pytest.param(
-        {},
-        ("blk.0.attn_gate.weight",),
-        r"GGUF tensor blk\.0\.attn_gate\.weight is not impl",
-        id="unknown tensor",
-    ),
-]
-
-
-@pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
-def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> None:
-    with pytest.raises(UnsupportedModelError, match=message):
-        engine.load(str(write_gguf(tmp_path / "m.gguf", meta, names)))
-
-
-def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
-    bad = tmp_path / "cut.gguf"
-    bad.write_bytes(_alias_path("smollm2-135m").read_bytes()[:1000])
-    with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
-        engine.load(str(bad))
-    assert "out of bounds" not in str(caught.value)

@@ -60,7 +60,9 @@ def test_multi_part_text_content_is_joined_by_newlines() -> None:
     }  # nothing of the caller's changed
 
 
-@pytest.mark.parametrize(("tools", "message"), [("lookup", "got str"), (["x"], "got a list holding a non-dict")])
+@pytest.mark.parametrize(
+    ("tools", "message"), [("lookup", "got str"), (["x"], "got a list holding a non-dict")]
+)
 def test_tools_must_be_a_list_of_dicts(tools: object, message: str) -> None:
     with pytest.raises(PromptError, match=f"tools must be a list of tool definitions \\(dicts\\), {message}"):
         validate_tools(tools)
