@@ -7,11 +7,13 @@ never truncated: one that does not fit the context is refused.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.arguments import string
 from engine.chat import Message, render_text
 from engine.config import ModelConfig
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
@@ -22,7 +24,7 @@ Prompt = str | Sequence[Message] | Sequence[int]
 
 def is_chat(prompt: Prompt) -> bool:
     """A non-empty list of dicts is chat messages; anything else is text or token ids."""
-    return not isinstance(prompt, str) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
+    return isinstance(prompt, list | tuple) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
 
 
 class PromptEncoder:
@@ -48,11 +50,23 @@ class PromptEncoder:
     def ids(self, prompt: Prompt) -> list[int]:
         """A string is encoded as raw text; a list of dicts is chat; a list of ints is used as is."""
         if isinstance(prompt, str):
-            ids = self.tokenizer(prompt).input_ids if prompt else []
+            ids = self.tokenizer(string("prompt", prompt, PromptError)).input_ids if prompt else []
         elif is_chat(prompt):
             ids = self.render(prompt)  # type: ignore[arg-type]
         else:
-            ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+            if not isinstance(prompt, list | tuple | range):
+                raise PromptError(
+                    "prompt must be text, a list of chat messages (dicts) or a list of token ids (ints); "
+                    f"got {type(prompt).__name__}"
+                )
+            wrong = next(
+                (t for t in prompt if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None
+            )
+            if wrong is not None:
+                raise PromptError(
+                    f"a prompt list holds chat messages (dicts) or token ids (ints); got {wrong!r:.60}"
+                )
+            ids = [int(t) for t in prompt]
             bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
             if bad:
                 raise PromptError(

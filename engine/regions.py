@@ -19,6 +19,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from engine.chat import Message, render_text
+from engine.traces.messages import validate_messages, validate_tools
 
 STATUS_TAG = "<agent_status>"
 
@@ -183,6 +184,7 @@ def render_prompt(
     **template_options: Any,
 ) -> RenderedPrompt:
     """Render with the chat template (generation prompt included) and label every token with its region."""
+    messages, tools = validate_messages(messages), validate_tools(tools)  # multi-part content joined
     full = render_text(tokenizer, messages, tools, **template_options)
     spans = char_spans(tokenizer, messages, tools, full, **template_options)
     enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)

@@ -39,6 +39,10 @@ def test_todays_format_bare_message_lists_and_bodies(tmp_path) -> None:
         ("[]", "non-empty JSON list"),
         ("[{", "not valid JSON"),
         ('[[{"role": "wizard", "content": "x"}]]', r"request 1: messages\[0\]\.role"),
+        (
+            '[{"messages": [{"role": "user", "content": "x"}], "tools": "lookup"}]',
+            r"request 1: tools",
+        ),
     ],
 )
 def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
@@ -46,3 +50,10 @@ def test_bad_traces_are_refused(tmp_path, content: str, message: str) -> None:
     path.write_text(content)
     with pytest.raises(TraceError, match=message):
         load_trace(path)
+
+
+def test_multi_part_text_content_is_replayed_as_text(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    path.write_text(json.dumps([[{"role": "user", "content": parts}]]))
+    assert load_trace(path)[0].messages == [{"role": "user", "content": "a\nb"}]

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from engine.arguments import int_flag
 from engine.cli import add_model_args, engine_options
 from engine.engine import Engine
 from engine.errors import ModelNotFoundError
@@ -23,14 +24,14 @@ def add_run_args(
     """What every bench command takes: the model (default `auto`), a results folder and a seed."""
     add_model_args(parser, default_model="auto")
     parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
-    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--seed", type=int_flag(0), default=0, help=seed_help)
 
 
 def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
     """The replaying commands' flags: `add_run_args` plus timed repeats."""
     add_run_args(parser, "scenario seed (and synthetic weights seed)")
     parser.add_argument(
-        "--repeats", type=int, default=repeats, help=f"timed repeats per turn (default {repeats})"
+        "--repeats", type=int_flag(1), default=repeats, help=f"timed repeats per turn (default {repeats})"
     )
 
 

@@ -43,8 +43,8 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
     source, tokenizer = open_tokenizer(args)
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)
-    num_blocks = KVCache.pool_blocks(
-        source.config, args.block_size, dtype, device, args.cache_tokens, args.cache_gb
+    num_blocks = KVCache.blocks_for_budget(
+        source.config, args.block_size, dtype, device, tokens=args.cache_tokens, gb=args.cache_gb
     )
     blocks = BlockManager(num_blocks, args.block_size, f"{source.digest}:{dtype_name(dtype)}".encode())
     renderer = TraceRenderer(tokenizer, source.eos_ids)
