@@ -10,7 +10,7 @@ from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from engine.errors import PromptError
-from engine.traces.messages import Message, validate_messages
+from engine.traces.messages import Message, validate_messages, validate_tools
 
 
 def supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
@@ -46,10 +46,9 @@ def render_text(
 ) -> str:
     """The exact prompt text the model sees. Tools go through the template's own tool format; a
     template without one gets them appended to the system message (one is added if there is none)."""
-    validate_messages(messages)
+    msgs, tools = [dict(m) for m in validate_messages(messages)], validate_tools(tools)
     if not tokenizer.chat_template:
         raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
-    msgs = [dict(m) for m in messages]
     if not supports_tools(tokenizer):
         msgs = [_tool_calls_as_text(m) for m in msgs]
         if tools:

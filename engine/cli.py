@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from engine.arguments import float_flag, int_flag
 from engine.errors import EngineError
 
 
@@ -18,9 +19,11 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = 
     )
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16 or float16")
-    parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")
-    parser.add_argument("--cache-tokens", type=int, default=None, help="KV cache capacity in tokens")
-    parser.add_argument("--cache-gb", type=float, default=None, help="KV cache capacity in GiB")
+    parser.add_argument("--block-size", type=int_flag(1), default=16, help="tokens per KV block (default 16)")
+    parser.add_argument("--cache-tokens", type=int_flag(1), default=None, help="KV cache capacity in tokens")
+    parser.add_argument(
+        "--cache-gb", type=float_flag(positive=True), default=None, help="KV cache capacity in GiB"
+    )
 
 
 def engine_options(args: argparse.Namespace) -> dict:

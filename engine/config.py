@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from engine.config_checks import refuse_unsupported_gguf, refuse_unsupported_hf, rope_theta
 from engine.errors import UnsupportedModelError
 
 # Hugging Face class name or model_type -> our architecture name.
@@ -39,6 +40,13 @@ class ModelConfig:
     qk_norm: bool  # Qwen3: per-head RMSNorm on q and k before RoPE
 
     def __post_init__(self) -> None:
+        bad = next((name for name, v in asdict(self).items() if type(v) is int and v < 1), None)  # sizes
+        if bad is not None:
+            raise UnsupportedModelError(f"the config's {bad} must be at least 1, got {getattr(self, bad)}")
+        if not (self.rope_theta > 0 and self.rms_norm_eps > 0):
+            raise UnsupportedModelError(
+                f"rope_theta ({self.rope_theta}) and rms_norm_eps ({self.rms_norm_eps}) must be positive"
+            )
         if self.num_heads % self.num_kv_heads:
             raise UnsupportedModelError(
                 f"num_attention_heads ({self.num_heads}) is not a multiple of num_key_value_heads ({self.num_kv_heads})"
@@ -62,19 +70,9 @@ class ModelConfig:
             raise UnsupportedModelError(
                 f"unknown architecture {names[0] or '(none given)'}; supported: {', '.join(SUPPORTED)}"
             )
-        rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
-        rope_type = rope.get("rope_type", rope.get("type", "default"))
-        if rope_type not in ("default", None):
-            raise UnsupportedModelError(
-                f"rope scaling type {rope_type!r} is not implemented (only default RoPE)"
-            )
-        if d.get("use_sliding_window"):
-            raise UnsupportedModelError(
-                "sliding-window attention (use_sliding_window: true) is not implemented"
-            )
+        refuse_unsupported_hf(d, arch)
         try:
             hidden, heads = int(d["hidden_size"]), int(d["num_attention_heads"])
-            theta = d.get("rope_theta", rope.get("rope_theta", 10000.0))
             bias = bool(d.get("attention_bias", False))
             return cls(
                 arch=arch,
@@ -83,19 +81,21 @@ class ModelConfig:
                 num_layers=int(d["num_hidden_layers"]),
                 num_heads=heads,
                 num_kv_heads=int(d.get("num_key_value_heads") or heads),
-                head_dim=int(d.get("head_dim") or hidden // heads),
+                head_dim=int(d.get("head_dim") or hidden // max(heads, 1)),
                 intermediate_size=int(d["intermediate_size"]),
-                rope_theta=float(theta),
+                rope_theta=rope_theta(d),
                 rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
                 max_position_embeddings=int(d.get("max_position_embeddings", 4096)),
                 tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
-                qkv_bias=arch == "qwen2" or bias,
+                qkv_bias=arch == "qwen2" or bias,  # transformers' Qwen2 always has q/k/v biases
                 o_bias=arch != "qwen2" and bias,
-                mlp_bias=bool(d.get("mlp_bias", False)),
+                mlp_bias=arch == "llama" and bool(d.get("mlp_bias", False)),  # only Llama reads mlp_bias
                 qk_norm=arch == "qwen3",
             )
         except KeyError as e:
             raise UnsupportedModelError(f"config.json lacks required field {e.args[0]!r}") from None
+        except (TypeError, ValueError) as e:
+            raise UnsupportedModelError(f"config.json has a field of the wrong type: {e}") from None
 
     @classmethod
     def from_gguf(cls, meta: dict[str, Any], has_output_weight: bool) -> ModelConfig:
@@ -112,6 +112,7 @@ class ModelConfig:
 
         heads = int(get("attention.head_count"))
         hidden = int(get("embedding_length"))
+        refuse_unsupported_gguf(meta, arch, int(get("attention.key_length", hidden // max(heads, 1))))
         vocab = meta.get(f"{arch}.vocab_size") or len(meta.get("tokenizer.ggml.tokens") or [])
         return cls(
             arch=arch,

@@ -78,14 +78,50 @@ def now(device: torch.device) -> float:
 
 
 def default_cache_bytes(device: torch.device) -> int:
-    """KV pool size when the user gives none: most of free GPU memory, a share of host memory otherwise."""
+    """KV pool size when the user gives none: most of free GPU memory, a share of host memory otherwise,
+    never more than half of what is free now."""
+    free, _where = free_memory(device)
     if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
         return int(free * 0.6)
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if device.type == "mps":
         total = int(torch.mps.recommended_max_memory())
-    return min(int(total * 0.25), 8 << 30)
+    return min(int(total * 0.25), 8 << 30, free // 2)
+
+
+def free_memory(device: torch.device) -> tuple[int, str]:
+    """Bytes that can be allocated on `device` now, and a phrase saying which memory that is."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free), f"free memory on {device} ({torch.cuda.get_device_name(device)})"
+    if device.type == "mps":
+        free = int(torch.mps.recommended_max_memory()) - int(torch.mps.driver_allocated_memory())
+        return max(free, 0), "MPS memory left under its recommended maximum"
+    return _host_available()
+
+
+def _host_available() -> tuple[int, str]:
+    """Linux: MemAvailable, lowered to the cgroup's limit when one is set; elsewhere free (or total) pages."""
+    found: list[tuple[int, str]] = []
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+        found.append((kib * 1024, "available host memory (MemAvailable)"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        try:
+            found.append((os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "free host memory"))
+        except (ValueError, OSError, AttributeError):  # macOS lacks SC_AVPHYS_PAGES
+            found.append((os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "total host memory"))
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            found.append((max(int(limit) - used, 0), "memory left under this container's limit"))
+    except (OSError, ValueError):
+        pass
+    return min(found)
 
 
 def device_description(device: torch.device) -> str:

@@ -13,18 +13,19 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
+from engine.arguments import boolean, integer, stop_strings, string
 from engine.attention import MAX_BYTES, AttentionMaps, capture
 from engine.block_manager import BlockManager
 from engine.chat import Message
-from engine.devices import default_cache_bytes, dtype_name, now
-from engine.errors import PromptError
+from engine.devices import dtype_name, now
+from engine.errors import InvalidArgumentError
 from engine.identity import identity
 from engine.kv_cache import KVCache, SequenceKV, StepContext
 from engine.model import Decoder
 from engine.outputs import Generation, Timing, Usage
 from engine.prompts import Prompt, PromptEncoder
 from engine.regions import RenderedPrompt
-from engine.sampling import sample
+from engine.sampling import check_sampling, sample
 from engine.sequence import Sequence as Seq
 from engine.sources import ModelSource
 
@@ -49,15 +50,8 @@ class Engine:
         self.device, self.dtype = device, dtype
         self.cache_enabled = cache
         self.prefill_chunk = prefill_chunk
-        nbytes = (
-            None
-            if cache_tokens is not None
-            else int(cache_gb * 2**30)
-            if cache_gb
-            else default_cache_bytes(device)
-        )
         num_blocks = KVCache.blocks_for_budget(
-            self.config, block_size, dtype, tokens=cache_tokens, nbytes=nbytes
+            self.config, block_size, dtype, device, tokens=cache_tokens, gb=cache_gb
         )
         namespace = f"{source.digest}:{dtype_name(dtype)}".encode()
         self.blocks = BlockManager(num_blocks, block_size, namespace)
@@ -124,7 +118,7 @@ class Engine:
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
-        stop: Sequence[str] | None = None,
+        stop: str | Sequence[str] | None = None,
         on_token: Callable[[str], None] | None = None,
         *,
         cache: bool | None = None,
@@ -136,10 +130,16 @@ class Engine:
         `cache_salt` isolates tenants: blocks hashed under one salt never serve another.
         `return_logits` keeps the float32 logits of every sampling step in `Generation.logits`.
         """
+        temperature, top_p = check_sampling(temperature, top_p)
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=1)
+        seed = None if seed is None else integer("seed", seed, minimum=0)
+        stop = stop_strings(stop)
+        cache = None if cache is None else boolean("cache", cache)
+        cache_salt, return_logits = string("cache_salt", cache_salt), boolean("return_logits", return_logits)
+        if on_token is not None and not callable(on_token):
+            raise InvalidArgumentError(f"on_token must be a function of the new text, got {on_token!r:.60}")
         encoded = self.prompts.encode(prompt)
         ids = encoded.ids
-        if max_new_tokens < 1:
-            raise PromptError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         self.check_context(len(ids), max_new_tokens)
         use_cache = self.cache_enabled if cache is None else cache and self.cache_enabled
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
@@ -168,8 +168,7 @@ class Engine:
             self.blocks.release(seq)
 
         text = self.prompts.text(seq.generated)
-        hit_stop = next((s for s in stop or () if s in text), None)
-        text = text[: text.index(hit_stop)] if hit_stop else text
+        text = text[: min((text.index(s) for s in stop if s in text), default=len(text))]  # the earliest stop
         n_out = len(seq.generated)
         cached, context = seq.num_cached, self.prompts.divergence_context(ids, seq.num_cached)
         usage = Usage(len(ids), cached, len(ids) - cached, n_out, cached, context)

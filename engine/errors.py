@@ -30,6 +30,10 @@ class DeviceError(EngineError):
     """Unknown, absent or unsupported device or dtype."""
 
 
+class InvalidArgumentError(EngineError):
+    """An argument of a public function or a command-line flag has the wrong type or is out of range."""
+
+
 class PromptError(EngineError):
     """The prompt is empty or malformed."""
 
@@ -39,7 +43,11 @@ class ContextOverflowError(EngineError):
 
 
 class CacheCapacityError(EngineError):
-    """The request needs more KV blocks than the cache can hold even after evicting all it may."""
+    """The KV cache cannot be made (no memory for it) or cannot hold a request even after evicting all it may."""
+
+
+class NumericalError(EngineError):
+    """The model produced NaN or infinite values at run time (weights are checked when loading)."""
 
 
 class AttentionTooLargeError(EngineError):

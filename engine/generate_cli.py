@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.arguments import float_flag, int_flag
 from engine.cli import add_model_args, engine_options
 from engine.errors import PromptError
 from engine.loader import load
@@ -19,10 +20,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--raw", action="store_true", help="send the prompt as raw text, without the chat template"
     )
-    parser.add_argument("--max-new-tokens", type=int, default=128)
-    parser.add_argument("--temperature", type=float, default=0.0)
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--max-new-tokens", type=int_flag(1), default=128)
+    parser.add_argument("--temperature", type=float_flag(0.0), default=0.0)
+    parser.add_argument("--top-p", type=float_flag(positive=True, maximum=1.0), default=1.0)
+    parser.add_argument("--seed", type=int_flag(0), default=None)
     args = parser.parse_args(argv)
     if not args.prompt.strip():
         raise PromptError("empty prompt: --prompt has no text")

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from engine.config import ModelConfig
-from engine.errors import WeightsError
+from engine.errors import UnsupportedModelError, WeightsError
 from engine.paths import cache_root
 
 # GGUF tensor name (after "blk.N.") -> Hugging Face name (after "model.layers.N.").
@@ -41,13 +41,15 @@ _TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.wei
 _TOP_NAMES["output.weight"] = "lm_head.weight"
 
 
-def _hf_name(name: str) -> str | None:
+def _hf_name(name: str) -> str:
+    """Our Hugging Face name for a GGUF tensor; a tensor we would not use is refused, never skipped."""
     if name in _TOP_NAMES:
         return _TOP_NAMES[name]
     parts = name.split(".", 2)
     if parts[0] == "blk" and len(parts) == 3 and parts[2] in _LAYER_NAMES:
         return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
-    return None  # e.g. rope_freqs: derived from the config instead
+    what = " (RoPE frequency factors, as in Llama 3 rope scaling)" if name == "rope_freqs.weight" else ""
+    raise UnsupportedModelError(f"GGUF tensor {name}{what} is not implemented; refused rather than ignored")
 
 
 def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -64,8 +66,26 @@ def _metadata(reader: Any) -> dict[str, Any]:
             meta[key] = field.contents()
         except Exception:  # noqa: BLE001 - an unreadable optional field is skipped, required ones fail later
             continue
-    meta["tokenizer.ggml.tokens"] = range(len(reader.fields["tokenizer.ggml.tokens"].data))
+    if "tokenizer.ggml.tokens" in reader.fields:  # only its length is kept: the vocabulary size
+        meta["tokenizer.ggml.tokens"] = range(len(reader.fields["tokenizer.ggml.tokens"].data))
     return meta
+
+
+def _open(path: Path) -> Any:
+    """A GGUFReader over the file; a wrong magic, a truncated or a corrupt file is one WeightsError line."""
+    import gguf
+
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise WeightsError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+    try:
+        return gguf.GGUFReader(str(path))
+    except (ValueError, KeyError, IndexError, OSError) as e:  # numpy's complaints about the bytes it lacks
+        raise WeightsError(
+            f"cannot read GGUF file {path}: truncated or corrupt ({path.stat().st_size:,} bytes; "
+            f"the reader failed with {type(e).__name__})"
+        ) from None
 
 
 def convert_gguf(path: Path, digest: str) -> Path:
@@ -73,20 +93,17 @@ def convert_gguf(path: Path, digest: str) -> Path:
     out = cache_root() / "gguf" / digest[:32]
     if (out / "model.safetensors").exists():
         return out
-    import gguf
     from gguf.quants import dequantize
     from transformers import AutoTokenizer
 
+    reader = _open(path)
     try:
-        reader = gguf.GGUFReader(str(path))
         meta = _metadata(reader)
         names = {t.name for t in reader.tensors}
         config = ModelConfig.from_gguf(meta, has_output_weight="output.weight" in names)
         tensors: dict[str, torch.Tensor] = {}
         for t in reader.tensors:
             hf = _hf_name(t.name)
-            if hf is None:
-                continue
             w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
             if config.arch == "llama" and t.name.endswith(("attn_q.weight", "attn_k.weight")):
                 w = _unpermute(w, config.num_heads if "attn_q" in t.name else config.num_kv_heads)

@@ -7,6 +7,7 @@ never truncated: one that does not fit the context is refused.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,17 +15,18 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.arguments import string
 from engine.chat import Message, render_text
 from engine.config import ModelConfig
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
-from engine.regions import Region, RenderedPrompt, render_prompt
+from engine.regions import Region, RenderedPrompt, marked_text, render_prompt
 
 Prompt = str | Sequence[Message] | Sequence[int]
 
 
 def is_chat(prompt: Prompt) -> bool:
     """A non-empty list of dicts is chat messages; anything else is text or token ids."""
-    return not isinstance(prompt, str) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
+    return isinstance(prompt, list | tuple) and len(prompt) > 0 and all(isinstance(m, dict) for m in prompt)
 
 
 @dataclass(frozen=True)
@@ -73,12 +75,24 @@ class PromptEncoder:
         """`ids`, with the time spent rendering and tokenizing."""
         if isinstance(prompt, str):
             t0 = time.perf_counter()
-            ids = self.tokenizer(prompt).input_ids if prompt else []
+            ids = self.tokenizer(string("prompt", prompt, PromptError)).input_ids if prompt else []
             encoded = Encoded(ids, 0.0, time.perf_counter() - t0)
         elif is_chat(prompt):
             encoded = self.render_timed(prompt)  # type: ignore[arg-type]
         else:
-            ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+            if not isinstance(prompt, list | tuple | range):
+                raise PromptError(
+                    "prompt must be text, a list of chat messages (dicts) or a list of token ids (ints); "
+                    f"got {type(prompt).__name__}"
+                )
+            wrong = next(
+                (t for t in prompt if isinstance(t, bool) or not isinstance(t, numbers.Integral)), None
+            )
+            if wrong is not None:
+                raise PromptError(
+                    f"a prompt list holds chat messages (dicts) or token ids (ints); got {wrong!r:.60}"
+                )
+            ids = [int(t) for t in prompt]
             bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
             if bad:
                 raise PromptError(
@@ -119,6 +133,4 @@ class PromptEncoder:
         """The prompt text around the first token not served from cache, marked with ⟂."""
         if self.loaded_tokenizer is None or index >= len(ids):
             return ""
-        before = self.loaded_tokenizer.decode(ids[max(0, index - width) : index])
-        after = self.loaded_tokenizer.decode(ids[index : index + width])
-        return f"{before}⟂{after}"
+        return marked_text(self.loaded_tokenizer, ids, index, width)

@@ -6,6 +6,7 @@ Only safetensors (and GGUF, converted to safetensors by `engine.sources`) are re
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 
 from engine.config import ModelConfig
+from engine.devices import dtype_name
 from engine.errors import WeightsError
 from engine.model import Decoder
 
@@ -92,13 +94,29 @@ def _destinations(model: Decoder) -> Iterator[tuple[str, torch.Tensor]]:
             yield p + "mlp.down_proj.bias", m.down_bias
 
 
+# Tensors a checkpoint may hold that the math does not read: RoPE tables, which are rebuilt from the config.
+_DERIVED = re.compile(r"model\.(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq")
+
+
 def load_weights(model: Decoder, reader: TensorReader) -> None:
-    """Fill every parameter from the reader; a missing tensor or a wrong shape is an error naming it."""
-    shapes, available = expected_shapes(model.config), reader.names()
+    """Fill every parameter from the reader. Refused, naming the tensor: a missing one, a wrong shape, a
+    tensor the model would not use, a non-finite value (NaN or inf, also after conversion to the dtype)."""
+    cfg = model.config
+    shapes, available = expected_shapes(cfg), reader.names()
     missing = [name for name in shapes if name not in available]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
-        raise WeightsError(f"checkpoint lacks tensor {missing[0]}{more}")
+        raise WeightsError(f"checkpoint lacks tensor {missing[0]}{more}{_config_hint(cfg, missing[0])}")
+    unused = sorted(n for n in available - set(shapes) if not _DERIVED.fullmatch(n))
+    if cfg.tie_word_embeddings and "lm_head.weight" in unused:
+        _check_tied_duplicate(reader)
+        unused.remove("lm_head.weight")
+    if unused:
+        more = f" (and {len(unused) - 1} more)" if len(unused) > 1 else ""
+        raise WeightsError(
+            f"checkpoint holds tensor {unused[0]}{more} that this model does not use{_config_hint(cfg, unused[0])}"
+            "; refused rather than ignored"
+        )
     for name, dest in _destinations(model):
         tensor = reader.get(name)
         if tuple(tensor.shape) != shapes[name]:
@@ -106,6 +124,52 @@ def load_weights(model: Decoder, reader: TensorReader) -> None:
                 f"tensor {name} has shape {tuple(tensor.shape)} but the config implies {shapes[name]}"
             )
         dest.copy_(tensor)
+        if not bool(torch.isfinite(dest).all()):
+            _refuse_non_finite(name, tensor, dest.dtype)
+
+
+def _config_hint(cfg: ModelConfig, name: str) -> str:
+    """Which config.json field decides whether the named tensor belongs in the checkpoint."""
+    layer = re.match(r"model\.layers\.(\d+)\.", name)
+    if layer and int(layer.group(1)) >= cfg.num_layers:
+        return f" (config.json: num_hidden_layers is {cfg.num_layers})"
+    if name == "lm_head.weight":
+        return f" (config.json: tie_word_embeddings is {str(cfg.tie_word_embeddings).lower()})"
+    if ".self_attn." in name and name.endswith(".bias"):
+        if cfg.arch == "qwen2":
+            return " (Qwen2 has q/k/v biases and no o_proj bias, whatever config.json says)"
+        return f" (config.json: attention_bias is {str(cfg.qkv_bias).lower()})"
+    if ".mlp." in name and name.endswith(".bias"):
+        if cfg.arch != "llama":
+            return f" ({cfg.arch} MLPs have no biases)"
+        return f" (config.json: mlp_bias is {str(cfg.mlp_bias).lower()})"
+    return ""
+
+
+def _check_tied_duplicate(reader: TensorReader) -> None:
+    """With tied embeddings the head is the embedding; a stored copy must be exactly that copy."""
+    if not torch.equal(reader.get("lm_head.weight"), reader.get("model.embed_tokens.weight")):
+        raise WeightsError(
+            "checkpoint holds lm_head.weight that differs from model.embed_tokens.weight, but config.json says "
+            "tie_word_embeddings: true; refused rather than ignored"
+        )
+
+
+def _refuse_non_finite(name: str, tensor: torch.Tensor, dtype: torch.dtype) -> None:
+    bad = ~torch.isfinite(tensor)
+    if bool(bad.any()):
+        kinds = [
+            kind for kind, test in (("NaN", torch.isnan), ("inf", torch.isinf)) if bool(test(tensor).any())
+        ]
+        count = int(bad.sum())
+        raise WeightsError(
+            f"tensor {name} holds {count} {' and '.join(kinds)} value{'s' * (count > 1)}; refused"
+        )
+    largest = float(tensor.abs().max())
+    raise WeightsError(
+        f"tensor {name} overflows {dtype_name(dtype)} (largest magnitude {largest:.3g}); "
+        "load it in float32 or bfloat16"
+    )
 
 
 class SafetensorsReader:

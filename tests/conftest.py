@@ -5,7 +5,9 @@ Everything here is offline: no Hugging Face hub access, no downloads.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -70,6 +72,24 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
         return made[key]
 
     return make
+
+
+@pytest.fixture
+def copy_of(tiny_dir: Callable[..., Path], tmp_path: Path) -> Callable[..., Path]:
+    """copy_of(kind) -> a private copy of a tiny model folder, free to be damaged by the test."""
+
+    def make(kind: str = "qwen2") -> Path:
+        dest = tmp_path / kind
+        shutil.copytree(tiny_dir(kind), dest)
+        return dest
+
+    return make
+
+
+def edit_config(folder: Path, **changes: object) -> None:
+    """Merge `changes` into the folder's config.json."""
+    cfg = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(cfg | changes))
 
 
 @pytest.fixture(scope="session")

@@ -60,7 +60,7 @@ def test_render_passes_template_options(smollm2) -> None:
 
 @pytest.mark.parametrize("bad", [0, -1])
 def test_max_new_tokens_must_be_positive(smollm2, bad: int) -> None:
-    from engine.errors import PromptError
+    from engine.errors import InvalidArgumentError
 
-    with pytest.raises(PromptError):
+    with pytest.raises(InvalidArgumentError, match="max_new_tokens must be at least 1"):
         smollm2.generate("hi", max_new_tokens=bad)

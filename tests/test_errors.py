@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import json
-import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,21 +17,7 @@ from engine.errors import (
     WeightsError,
 )
 from engine.sources import _alias_path
-
-
-@pytest.fixture
-def copy_of(tiny_dir, tmp_path):
-    def make(kind: str = "qwen2") -> Path:
-        dest = tmp_path / kind
-        shutil.copytree(tiny_dir(kind), dest)
-        return dest
-
-    return make
-
-
-def edit_config(folder: Path, **changes) -> None:
-    cfg = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(cfg | changes))
+from tests.conftest import edit_config
 
 
 def test_missing_model_path(tmp_path) -> None:

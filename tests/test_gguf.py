@@ -1,12 +1,17 @@
-"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader."""
+"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
+lack (metadata keys, tensors) refused by name, and a truncated file one clear line."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import pytest
 import torch
 
 import engine
+from engine.errors import UnsupportedModelError, WeightsError
 from engine.sources import _alias_path
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -55,3 +60,71 @@ def test_conversion_is_cached(smollm2, monkeypatch) -> None:
     monkeypatch.setattr(gguf, "GGUFReader", refuse)
     again = engine.load("smollm2-135m", device="cpu", cache_tokens=256)
     assert again.source.digest == smollm2.source.digest
+
+
+def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
+    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_embedding_length(8)
+    writer.add_head_count(2)
+    writer.add_feed_forward_length(16)
+    writer.add_context_length(64)
+    writer.add_token_list(["a", "b", "c"])
+    for key, value in extra.items():
+        (writer.add_string if isinstance(value, str) else writer.add_uint32)(f"llama.{key}", value)
+    for name in tensor_names:
+        writer.add_tensor(name, np.zeros((3, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+GGUF_CASES = [
+    pytest.param(
+        {"rope.scaling.type": "yarn"},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.type = 'yarn'",
+        id="rope scaling",
+    ),
+    pytest.param(
+        {"attention.sliding_window": 16}, (), r"llama\.attention\.sliding_window = 16", id="sliding window"
+    ),
+    pytest.param(
+        {"rope.dimension_count": 2},
+        (),
+        r"llama\.rope\.dimension_count = 2 differs from the head",
+        id="partial rotary",
+    ),
+    pytest.param({"expert_count": 8}, (), r"llama\.expert_count = 8 is not implemented", id="experts"),
+    pytest.param(
+        {},
+        ("rope_freqs.weight",),
+        r"GGUF tensor rope_freqs\.weight \(RoPE frequency",
+        id="rope frequency factors",
+    ),
+    pytest.param(
+        {},
+        ("blk.0.attn_gate.weight",),
+        r"GGUF tensor blk\.0\.attn_gate\.weight is not impl",
+        id="unknown tensor",
+    ),
+]
+
+
+@pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
+def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> None:
+    with pytest.raises(UnsupportedModelError, match=message):
+        engine.load(str(write_gguf(tmp_path / "m.gguf", meta, names)))
+
+
+def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
+    bad = tmp_path / "cut.gguf"
+    bad.write_bytes(_alias_path("smollm2-135m").read_bytes()[:1000])
+    with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
+        engine.load(str(bad))
+    assert "out of bounds" not in str(caught.value)

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from engine.arguments import int_flag
 from engine.cli import add_model_args, engine_options, run
 from engine.errors import PromptError
 from engine.loader import load
@@ -21,24 +22,13 @@ from engine.viz.heatmap import TRANSFORMS, draw
 
 
 def layer_spec(text: str) -> int | None:
-    """'all' (None) or a layer index; negative counts from the last layer."""
-    if text == "all":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--layer must be an integer or 'all', got {text!r}") from None
+    """'all' (None) or a layer index from 0 (no negative indexing: -1 is refused, not the last layer)."""
+    return None if text == "all" else int_flag(0)(text)
 
 
 def head_spec(text: str) -> int | str:
-    if text in ("mean", "max", "all"):
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--head must be an integer, mean, max or all, got {text!r}"
-        ) from None
+    """mean, max, all, or a head index from 0."""
+    return text if text in ("mean", "max", "all") else int_flag(0)(text)
 
 
 def rows_spec(text: str) -> int | None:
@@ -71,8 +61,6 @@ def heatmap(args: argparse.Namespace) -> int:
         raise PromptError("empty prompt: --prompt has no text")
     if args.raw and args.messages:
         raise PromptError("--raw applies to --prompt only")
-    if args.max_new_tokens < 0:
-        raise PromptError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
     engine = load(args.model, args.device, args.dtype, **engine_options(args))
     if engine.source.synthetic:
         print(
@@ -115,7 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=rows_spec, default=None, help="all (default) or last:K query rows")
     p.add_argument("--transform", choices=list(TRANSFORMS), default="none", help="colour scale transform")
     p.add_argument(
-        "--max-new-tokens", type=int, default=0, help="decode N tokens greedily and show their rows too"
+        "--max-new-tokens",
+        type=int_flag(0),
+        default=0,
+        help="decode N tokens greedily and show their rows too",
     )
     p.add_argument("--out", type=Path, default=Path("attention.png"), help="PNG file (default attention.png)")
     p.set_defaults(func=heatmap)

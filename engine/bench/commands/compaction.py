@@ -7,6 +7,7 @@ import argparse
 import itertools
 from typing import Any
 
+from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_compaction, plot_cumulative
 from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
@@ -46,9 +47,13 @@ def register(commands: Any) -> None:
         description=__doc__,
     )
     add_bench_args(p, repeats=3)
-    p.add_argument("--turns", type=int, default=50, help="conversation length (default 50)")
-    p.add_argument("--budget", type=int, default=1024, help="token budget of a request (default 1024)")
-    p.add_argument("--result-tokens", type=int, default=60, help="tokens per bulky tool result (default 60)")
+    p.add_argument("--turns", type=int_flag(1), default=50, help="conversation length (default 50)")
+    p.add_argument(
+        "--budget", type=int_flag(1), default=1024, help="token budget of a request (default 1024)"
+    )
+    p.add_argument(
+        "--result-tokens", type=int_flag(1), default=60, help="tokens per bulky tool result (default 60)"
+    )
     p.add_argument(
         "--policies",
         nargs="+",

@@ -8,6 +8,7 @@ import functools
 import sys
 from typing import Any
 
+from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
 from engine.bench.machinery.replayer import Conversation, Replayer
@@ -40,7 +41,9 @@ def register(commands: Any) -> None:
         help=f"layouts to compare (default: all of {', '.join(LAYOUTS)})",
     )
     p.add_argument("--scale", choices=list(SCALES), default="small", help="prompt sizes (large is for GPUs)")
-    p.add_argument("--turns", type=int, default=None, help="turns per conversation (default: the scale's)")
+    p.add_argument(
+        "--turns", type=int_flag(1), default=None, help="turns per conversation (default: the scale's)"
+    )
     p.add_argument(
         "--replies",
         choices=list(REPLIES),

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from engine.arguments import float_flag, int_flag
 from engine.attention import attention_rows, token_labels
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
@@ -272,12 +273,15 @@ def register(commands: argparse._SubParsersAction) -> None:
         default=list(PROMPTS),
         help=f"built-in names ({', '.join(PROMPTS)}) or .json message / .txt text files",
     )
-    parser.add_argument("--min-row", type=int, default=9, help="first query row averaged (default 9)")
+    parser.add_argument("--min-row", type=int_flag(0), default=9, help="first query row averaged (default 9)")
     parser.add_argument(
-        "--first-k", type=int, default=4, help="k for the share on the first k tokens (default 4)"
+        "--first-k", type=int_flag(1), default=4, help="k for the share on the first k tokens (default 4)"
     )
     parser.add_argument(
-        "--epsilon", type=float, default=0.3, help="sink threshold on the token-0 share (default 0.3)"
+        "--epsilon",
+        type=float_flag(0.0, maximum=1.0),
+        default=0.3,
+        help="sink threshold on the token-0 share (default 0.3)",
     )
     parser.add_argument(
         "--check-transformers",

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from engine.arguments import int_flag
 from engine.attention import AttentionMaps
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
@@ -234,5 +235,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_args(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=48, help="greedy answer length (default 48)")
+    parser.add_argument(
+        "--max-new-tokens", type=int_flag(1), default=48, help="greedy answer length (default 48)"
+    )
     parser.set_defaults(func=run_status_attention)

@@ -7,6 +7,7 @@ import argparse
 import itertools
 from typing import Any
 
+from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_cached_share, plot_cumulative, plot_sweep, plot_token_strip
 from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord, reply_tokens
@@ -52,17 +53,27 @@ def register(commands: Any) -> None:
         description=__doc__,
     )
     add_bench_args(p)
-    p.add_argument("--steps", type=int, default=8, help="status updates N in the main run (default 8)")
-    p.add_argument("--status-tokens", type=int, default=150, help="status size S in tokens (default 150)")
+    p.add_argument(
+        "--steps", type=int_flag(1), default=8, help="status updates N in the main run (default 8)"
+    )
+    p.add_argument(
+        "--status-tokens", type=int_flag(1), default=150, help="status size S in tokens (default 150)"
+    )
     p.add_argument(
         "--between-tokens",
-        type=int,
+        type=int_flag(1),
         default=60,
         help="R: the agent's own tokens between two updates (its reply and call; default 60)",
     )
-    p.add_argument("--sweep-status", type=int, nargs="*", default=[64, 256], help="S values of the sweep")
-    p.add_argument("--sweep-between", type=int, nargs="*", default=[16, 128], help="R values of the sweep")
-    p.add_argument("--sweep-steps", type=int, nargs="*", default=[4, 10], help="N values of the sweep")
+    p.add_argument(
+        "--sweep-status", type=int_flag(1), nargs="*", default=[64, 256], help="S values of the sweep"
+    )
+    p.add_argument(
+        "--sweep-between", type=int_flag(1), nargs="*", default=[16, 128], help="R values of the sweep"
+    )
+    p.add_argument(
+        "--sweep-steps", type=int_flag(1), nargs="*", default=[4, 10], help="N values of the sweep"
+    )
     p.set_defaults(func=main)
 
 

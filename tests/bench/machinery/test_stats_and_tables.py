@@ -78,3 +78,8 @@ def test_summary_gives_per_pass_spread_ratio_range_and_verdict() -> None:
     assert rows["base"]["total_ttft_s_min"] == 10.0 and rows["base"]["total_ttft_s_max"] == 10.2
     notes = " ".join(spread_notes(list(rows.values())))
     assert "`slow` (higher)" in notes and "within noise (ranges overlap): `close`" in notes
+
+
+def test_a_cell_with_newlines_stays_on_its_row() -> None:
+    lines = table([{"context": "a\nb"}], ["context"]).splitlines()
+    assert len(lines) == 3 and lines[2] == "| a↵b     |"
