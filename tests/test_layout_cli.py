@@ -7,12 +7,15 @@ import json
 import subprocess
 import sys
 
+from engine.devices import dtype_name
 
-def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
+
+def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "engine.bench", "layout", "--model", str(tiny_dir("qwen2", tokenizer=True)),
            "--layouts", "timestamp-first", "stable-first", "--turns", "3", "--repeats", "2",
-           "--replies", "scripted", "--out", str(out)]  # fmt: skip
+           "--replies", "scripted", "--out", str(out), "--device", str(device)]  # fmt: skip
+    cmd += ["--dtype", dtype_name(dtype)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     for name in ("turns.json", "turns.csv", "summary.csv", "report.md", "ttft_per_turn.png", "cached_share.png",
@@ -24,6 +27,7 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
     data = json.loads((out / "turns.json").read_text())
     env = data["environment"]
     assert {"model", "weights_digest", "dtype", "device", "torch", "commit"} <= env.keys()
+    assert (env["device"], env["dtype"]) == (str(device), dtype_name(dtype))
     assert len(data["turns"]) == 6 and data["scenario"]["replies"] == "scripted"
     assert "stable-first" in proc.stdout and "ttft_ratio" in proc.stdout
 
