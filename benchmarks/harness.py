@@ -48,6 +48,9 @@ class Shapes:
 
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), budget_s=8.0)
 QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0)
+# A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
+DEVICE = Shapes((512, 2048, 8192), (2048, 8192), (128,), (16, 64, 256), (1024, 760), budget_s=0.5)
+SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE}
 MAX_ROUNDS = 200
 
 
