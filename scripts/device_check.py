@@ -27,8 +27,11 @@ from pathlib import Path
 from device_check_summary import summarize
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = ["tests/test_model.py", "tests/test_gguf.py", "tests/test_prefix_cache.py", "tests/test_kv_cache.py",
-         "tests/test_attention.py", "tests/test_layouts.py", "tests/test_layout_cli.py", "tests/test_devices.py"]  # fmt: skip
+TESTS = [
+    f"tests/test_{name}.py"
+    for name in ("model", "gguf", "prefix_cache", "kv_cache", "attention", "layouts", "layout_cli", "devices")
+]  # the tests that take --device / --dtype
+QUIET = ["-q", "-p", "no:cacheprovider"]
 
 
 @dataclass(frozen=True)
@@ -37,32 +40,22 @@ class Plan:
 
     dtype: str
     models: tuple[str, ...]  # synthetic presets: the real models' exact shapes, nothing downloaded
-    bench_options: tuple[str, ...]  # shapes and seconds per case: pytest-benchmark fits its rounds to them
-    layout_options: tuple[str, ...]
+    bench_options: str  # shapes and seconds per case: pytest-benchmark fits its rounds to them
+    layout_options: str
     decode_context: int  # the decode step the summary leads with
     timeouts: dict[str, int]  # step name -> seconds
 
 
-GPU_LAYOUT = (
-    "--model",
-    "synthetic:qwen2.5-0.5b",
-    "--scale",
-    "large",
-    "--repeats",
-    "2",
-    "--replies",
-    "scripted",
-)
+GPU_MODELS = ("qwen2.5-0.5b", "qwen2.5-7b")
+GPU_LAYOUT = "--model synthetic:qwen2.5-0.5b --scale large --repeats 2 --replies scripted"
 GPU_TIMEOUTS = {"tests": 150, "bench-qwen2.5-0.5b": 90, "bench-qwen2.5-7b": 150, "layout": 60}
+CPU_LAYOUT = "--model smollm2-135m --scale small --turns 2 --repeats 1 --replies scripted"
+CPU_TIMEOUTS = {"tests": 1200, "bench-qwen2.5-0.5b": 900, "layout": 300}
 PLANS = {
-    "cuda": Plan("bfloat16", ("qwen2.5-0.5b", "qwen2.5-7b"), ("--shapes", "device"), GPU_LAYOUT, 2048,
-                 GPU_TIMEOUTS),
-    "mps": Plan("float16", ("qwen2.5-0.5b", "qwen2.5-7b"), ("--shapes", "device"), GPU_LAYOUT, 2048,
-                GPU_TIMEOUTS),
-    "cpu": Plan("float32", ("qwen2.5-0.5b",), ("--shapes", "quick", "--budget", "0.3"),
-                ("--model", "smollm2-135m", "--scale", "small", "--turns", "2", "--repeats", "1", "--replies",
-                 "scripted"), 512, {"tests": 1200, "bench-qwen2.5-0.5b": 900, "layout": 300}),
-}  # fmt: skip
+    "cuda": Plan("bfloat16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
+    "mps": Plan("float16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
+    "cpu": Plan("float32", GPU_MODELS[:1], "--shapes quick --budget 0.3", CPU_LAYOUT, 512, CPU_TIMEOUTS),
+}
 
 
 @dataclass(frozen=True)
@@ -74,28 +67,58 @@ class Step:
 
 
 def steps(device: str, plan: Plan, out: Path) -> list[Step]:
-    py = sys.executable
-    run = [Step("tests", [py, "-m", "pytest", *TESTS, "--device", device, "--dtype", plan.dtype, "-q",
-                          "-p", "no:cacheprovider", f"--junitxml={out / 'tests.xml'}"],
-                plan.timeouts["tests"], ("tests.xml",))]  # fmt: skip
+    """The plan's commands, in order: tests, one benchmark run per model, the layout bench."""
+    on = ["--device", device, "--dtype", plan.dtype]
+    pytest = [sys.executable, "-m", "pytest"]
+    run = [
+        Step(
+            "tests",
+            [*pytest, *TESTS, *on, *QUIET, f"--junitxml={out / 'tests.xml'}"],
+            plan.timeouts["tests"],
+            ("tests.xml",),
+        )
+    ]
     for model in plan.models:
         name = f"bench-{model}"
-        run.append(Step(name, [py, "-m", "pytest", "benchmarks", "--devices", device, "--dtype", plan.dtype,
-                               "--model", f"synthetic:{model}", *plan.bench_options, "-q", "-p", "no:cacheprovider",
-                               f"--benchmark-json={out / name}.json"],
-                        plan.timeouts[name], (f"{name}.json", f"{name}.md", f"{name}.png")))  # fmt: skip
-    run.append(Step("layout", [py, "-m", "engine.bench", "layout", "--device", device, "--dtype", plan.dtype,
-                               *plan.layout_options, "--out", str(out / "layout")],
-                    plan.timeouts["layout"], ("layout",)))  # fmt: skip
-    return run
+        argv = [
+            *pytest,
+            "benchmarks",
+            "--devices",
+            device,
+            "--dtype",
+            plan.dtype,
+            "--model",
+            f"synthetic:{model}",
+            *plan.bench_options.split(),
+            *QUIET,
+            f"--benchmark-json={out / name}.json",
+        ]
+        run.append(Step(name, argv, plan.timeouts[name], (f"{name}.json", f"{name}.md", f"{name}.png")))
+    layout = [
+        sys.executable,
+        "-m",
+        "engine.bench",
+        "layout",
+        *on,
+        *plan.layout_options.split(),
+        "--out",
+        str(out / "layout"),
+    ]
+    return run + [Step("layout", layout, plan.timeouts["layout"], ("layout",))]
 
 
 def run_step(step: Step, out: Path) -> dict:
     """Run one step in its own process group (a timeout stops everything it started); log to <name>.log."""
     start = time.perf_counter()
     with (out / f"{step.name}.log").open("w") as log:
-        proc = subprocess.Popen(step.argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=os.environ | {"HF_HUB_OFFLINE": "1"})  # fmt: skip
+        proc = subprocess.Popen(
+            step.argv,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ | {"HF_HUB_OFFLINE": "1"},
+        )
         try:
             rc = proc.wait(timeout=step.timeout_s)
             status = "passed" if rc == 0 else "failed"
@@ -106,8 +129,15 @@ def run_step(step: Step, out: Path) -> dict:
         import bench_report  # matplotlib: only once a benchmark JSON exists
 
         bench_report.main([str(out / f"{step.name}.json")])
-    return {"step": step.name, "status": status, "returncode": rc, "seconds": round(time.perf_counter() - start, 1),
-            "timeout_s": step.timeout_s, "command": shlex.join(step.argv), "outputs": list(step.outputs)}  # fmt: skip
+    return {
+        "step": step.name,
+        "status": status,
+        "returncode": rc,
+        "seconds": round(time.perf_counter() - start, 1),
+        "timeout_s": step.timeout_s,
+        "command": shlex.join(step.argv),
+        "outputs": list(step.outputs),
+    }
 
 
 def check_device(device: str, dtype: str) -> str:

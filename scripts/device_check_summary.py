@@ -66,11 +66,23 @@ def summarize(
 ) -> dict[str, Any]:
     """{"data": what summary.json holds, "markdown": summary.md}."""
     tests = test_counts(out / "tests.xml")
-    benches = {r["step"]: key_ratios(out / f"{r['step']}.json", decode_context) for r in results
-               if r["step"].startswith("bench-")}  # fmt: skip
-    data = {"device": device, "description": description, "dtype": dtype, "commit": commit.removesuffix("+dirty"),
-            "dirty": commit.endswith("+dirty"), "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "steps": results, "tests": tests, "benchmarks": benches, "targets": TARGETS}  # fmt: skip
+    benches = {
+        r["step"]: key_ratios(out / f"{r['step']}.json", decode_context)
+        for r in results
+        if r["step"].startswith("bench-")
+    }
+    data = {
+        "device": device,
+        "description": description,
+        "dtype": dtype,
+        "commit": commit.removesuffix("+dirty"),
+        "dirty": commit.endswith("+dirty"),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "steps": results,
+        "tests": tests,
+        "benchmarks": benches,
+        "targets": TARGETS,
+    }
     lines = [
         f"# Device check: {device} ({description}), {dtype}",
         "",
@@ -81,17 +93,20 @@ def summarize(
         "|---|---|---|---|",
         *(f"| {r['step']} | {r['status']} | {r['seconds']} | {r['timeout_s']} |" for r in results),
         "",
-        "Tests: " + (", ".join(f"{v} {k}" for k, v in tests.items() if k != "tests") if tests else "no result file")
+        "Tests: "
+        + (", ".join(f"{v} {k}" for k, v in tests.items() if k != "tests") if tests else "no result file")
         + " (tests.xml, tests.log).",
         "",
         f"## Ours / transformers (same weights, device and dtype; lower is better; decode at {decode_context})",
         "",
-    ]  # fmt: skip
+    ]
     prefills = sorted(
         {p for b in benches.values() if b for p in b["prefill"]}, key=lambda p: int(p.split()[-1])
     )
-    lines += [f"| model | decode @{decode_context} | " + " | ".join(prefills) + " | CUDA targets |",
-              "|---|---|" + "---|" * len(prefills) + "---|"]  # fmt: skip
+    lines += [
+        f"| model | decode @{decode_context} | " + " | ".join(prefills) + " | CUDA targets |",
+        "|---|---|" + "---|" * len(prefills) + "---|",
+    ]
     for step, bench in benches.items():
         if bench is None:
             lines.append(f"| {step.removeprefix('bench-')} | no result (see {step}.log) |")
@@ -99,6 +114,10 @@ def summarize(
         verdict = ("met" if bench["targets_met"] else "NOT met") if device == "cuda" else "n/a (not CUDA)"
         cells = " | ".join(_cell(bench["prefill"].get(p)) for p in prefills)
         lines.append(f"| {bench['model']} | {_cell(bench['decode'])} | {cells} | {verdict} |")
-    lines += ["", f"CUDA targets: decode <= {TARGETS['decode']:.3f} (3x faster), every prefill <= "
-              f"{TARGETS['prefill']}. Full reports: bench-<model>.md / .png, layout/report.md.", ""]  # fmt: skip
+    lines += [
+        "",
+        f"CUDA targets: decode <= {TARGETS['decode']:.3f} (3x faster), every prefill <= "
+        f"{TARGETS['prefill']}. Full reports: bench-<model>.md / .png, layout/report.md.",
+        "",
+    ]
     return {"data": data, "markdown": "\n".join(lines)}

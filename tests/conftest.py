@@ -60,10 +60,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         where = f"transformers {dtype_name(precision.dtype)} on {precision.device} against its float32 on cpu"
         terminalreporter.section(where)
         for kind, e in precision.measured.items():
+            seen = [what for what in ("logits", "attention") if (kind, what) in precision.observed]
+            ours = ", ".join(f"{what} {precision.observed[(kind, what)]:.2f} E" for what in seen)
             terminalreporter.line(
-                f"{kind}: max |dlogit| {e.logits:.4g} ({e.relative:.2%} of max |logit|), "
-                f"max |dprob| {e.attention:.3g}; tolerances: logits {precision.logits_tol(kind):.3g}, "
-                f"attention {precision.attention_tol(kind):.3g}, cached {precision.cache_tol(kind):.3g}"
+                f"{kind}: E = max |dlogit| {e.logits:.4g} ({e.relative:.2%} of max |logit|), max |dprob| "
+                f"{e.attention:.3g}; ours at most {ours or '(not compared)'}; tolerances: logits "
+                f"{precision.logits_tol(kind):.3g}, attention {precision.attention_tol(kind):.3g}, cached "
+                f"{precision.cache_tol(kind):.3g}"
             )
 
 
@@ -153,7 +156,7 @@ def load(device: torch.device, dtype: torch.dtype) -> Callable[..., Engine]:
 
 @pytest.fixture(scope="session")
 def smollm2(load: Callable[..., Engine]) -> Engine:
-    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized), on the run's device and dtype."""
+    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized) on the run's device and dtype."""
     return load("smollm2-135m", cache_tokens=8192)
 
 

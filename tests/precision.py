@@ -55,13 +55,24 @@ class Precision:
         self.device, self.dtype, self._build = device, dtype, build
         self.exact = dtype == torch.float32
         self.measured: dict[str, Error] = {}
+        self.observed: dict[tuple[str, str], float] = {}  # (kind, "logits" | "attention") -> max ours / E
 
     def error(self, kind: str, model: torch.nn.Module | None = None, ids: Sequence[int] = PROBE) -> Error:
         """transformers' own error in this dtype on this device for `kind` (the tiny model of that kind unless
         `model` is given), measured once."""
         if kind not in self.measured:
-            self.measured[kind] = reference_error(model if model is not None else self._build(kind), ids, self.device, self.dtype)
+            self.measured[kind] = reference_error(
+                model if model is not None else self._build(kind), ids, self.device, self.dtype
+            )
         return self.measured[kind]
+
+    def observe(self, kind: str, what: str, error: float) -> float:
+        """Keep ours' `error` ("logits" or "attention", against transformers' float32) as a multiple of E
+        for the end-of-run report; returns `error`."""
+        if not self.exact:
+            ratio = error / getattr(self.error(kind), what)
+            self.observed[(kind, what)] = max(self.observed.get((kind, what), 0.0), ratio)
+        return error
 
     def logits_tol(self, kind: str, **measure: Any) -> float:
         """Ours against `transformers` in float32."""

@@ -3,6 +3,8 @@ tolerance from tests/precision.py), row and region invariants, refusals."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -19,9 +21,11 @@ TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Loo
 
 @pytest.fixture(scope="module", params=["qwen2", "qwen3", "llama"])
 def pair(request, tiny_dir, load, precision):
-    """(transformers in float32 on CPU, ours on the run's device and dtype, the probability tolerance)"""
+    """(transformers in float32 on CPU, ours on the device in the dtype, the probability tolerance, a report)"""
     kind = request.param
-    return build_hf_model(kind), load(tiny_dir(kind), cache_tokens=512), precision.attention_tol(kind)
+    observe = functools.partial(precision.observe, kind, "attention")
+    ours = load(tiny_dir(kind), cache_tokens=512)
+    return build_hf_model(kind), ours, precision.attention_tol(kind), observe
 
 
 def _reference(model, ids: list[int]) -> torch.Tensor:
@@ -30,24 +34,24 @@ def _reference(model, ids: list[int]) -> torch.Tensor:
 
 
 def test_full_capture_matches_transformers(pair) -> None:
-    ref_model, ours, tol = pair
+    ref_model, ours, tol, observe = pair
     ids = torch.randint(0, 512, (41,), generator=torch.Generator().manual_seed(3)).tolist()
     maps = ours.attention(ids)
     assert maps.probs.dtype == torch.float32 and maps.probs.shape == (2, 4, 41, 41)
-    assert (maps.probs - _reference(ref_model, ids)).abs().max().item() <= tol
+    assert observe((maps.probs - _reference(ref_model, ids)).abs().max().item()) <= tol
 
 
 def test_chosen_layers_heads_rows_match_transformers(pair) -> None:
-    ref_model, ours, tol = pair
+    ref_model, ours, tol, observe = pair
     ids = torch.randint(0, 512, (30,), generator=torch.Generator().manual_seed(4)).tolist()
     maps = ours.attention(ids, layers=[-1], heads=[3, 0], rows=[-1, 7, 0])
     assert (maps.layers, maps.heads, maps.rows) == ([1], [3, 0], [29, 7, 0])
     expected = _reference(ref_model, ids)[1][[3, 0]][:, [29, 7, 0]]
-    assert (maps.probs[0] - expected).abs().max().item() <= tol
+    assert observe((maps.probs[0] - expected).abs().max().item()) <= tol
 
 
 def test_generated_rows_match_transformers_at_their_positions(pair) -> None:
-    ref_model, ours, tol = pair
+    ref_model, ours, tol, observe = pair
     ids = torch.randint(0, 512, (12,), generator=torch.Generator().manual_seed(5)).tolist()
     maps = ours.attention(ids, rows=[-3, -2, -1], max_new_tokens=6)
     generated = ours.generate(ids, max_new_tokens=6, cache=False).token_ids
@@ -55,7 +59,7 @@ def test_generated_rows_match_transformers_at_their_positions(pair) -> None:
     assert maps.regions[-1].kind == "generated" and maps.regions[-1].start == len(ids)
     assert maps.rows == [len(maps.token_ids) - 3 + i for i in range(3)]
     expected = _reference(ref_model, maps.token_ids)[:, :, maps.rows]
-    assert (maps.probs - expected).abs().max().item() <= tol
+    assert observe((maps.probs - expected).abs().max().item()) <= tol
 
 
 def test_rows_are_causal_distributions(smollm2) -> None:

@@ -58,8 +58,11 @@ def test_cpu_runs_the_same_steps_with_smaller_shapes(tmp_path: Path) -> None:
 
 
 def test_an_absent_device_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
-    absent = [d for d, here in (("cuda", torch.cuda.is_available()), ("mps", torch.backends.mps.is_available()))
-              if not here]  # fmt: skip
+    absent = [
+        d
+        for d, here in (("cuda", torch.cuda.is_available()), ("mps", torch.backends.mps.is_available()))
+        if not here
+    ]
     if not absent:
         pytest.skip("this machine has both CUDA and MPS")
     assert device_check.main([absent[0], "--out", str(tmp_path / "check")]) == 2
@@ -76,8 +79,12 @@ def test_an_earlier_check_is_never_overwritten(tmp_path: Path, capsys) -> None:
 
 
 def test_a_step_over_its_cap_is_stopped_with_what_it_started(tmp_path: Path) -> None:
-    sleeper = [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
-               "'import time; time.sleep(60)']); print(p.pid, flush=True); p.wait()"]  # fmt: skip
+    sleeper = [
+        sys.executable,
+        "-c",
+        "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(60)']); print(p.pid, flush=True); p.wait()",
+    ]
     result = device_check.run_step(device_check.Step("slow", sleeper, 3, ()), tmp_path)
     assert result["status"] == "timeout" and result["seconds"] < 30
     grandchild = int((tmp_path / "slow.log").read_text())

@@ -1,6 +1,6 @@
-"""Half precision on every device present (CPU always; CUDA and MPS when the machine has them), whatever the
-run's --dtype, so that the default float32 run checks bfloat16 and float16 too; and --device / --dtype refusing
-what this machine cannot run, in one line.
+"""Half precision on every device present (CPU always; CUDA and MPS when the machine has them), whatever
+the run's --dtype, so that the default float32 run checks bfloat16 and float16 too; and --device refusing a
+device this machine lacks, in one line.
 
 Tolerances come from tests/precision.py: transformers in the same dtype and device strays from its own
 float32 logits by E; ours may stray by 3E; prefix reuse and decode must match our plain forward within E.

@@ -25,7 +25,10 @@ def test_logits_match_transformers_gguf(smollm2, precision) -> None:
     with torch.no_grad():
         expected = ref(torch.tensor([ids])).logits[0]
     tol = 1e-3 if precision.exact else precision.logits_tol("smollm2-135m", model=ref, ids=ids)
-    assert (smollm2.logits(ids).cpu() - expected).abs().max().item() <= tol
+    assert (
+        precision.observe("smollm2-135m", "logits", (smollm2.logits(ids).cpu() - expected).abs().max().item())
+        <= tol
+    )
 
 
 def test_greedy_answer_names_paris(smollm2) -> None:

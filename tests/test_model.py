@@ -3,6 +3,8 @@ the same weights; tolerances from tests/precision.py."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -14,25 +16,26 @@ KINDS = ["qwen2", "qwen3", "llama", "llama-tied"]
 
 @pytest.fixture(scope="module", params=KINDS)
 def pair(request, tiny_dir, load, precision):
-    """(transformers in float32 on CPU, ours on the run's device and dtype, the logits tolerance)"""
+    """(transformers in float32 on CPU, ours on the device in the dtype, the logits tolerance, a report)"""
     kind = request.param
-    return build_hf_model(kind), load(tiny_dir(kind), cache_tokens=2048), precision.logits_tol(kind)
+    observe = functools.partial(precision.observe, kind, "logits")
+    return build_hf_model(kind), load(tiny_dir(kind), cache_tokens=2048), precision.logits_tol(kind), observe
 
 
 def test_logits_match_transformers(pair) -> None:
-    ref_model, ours, tol = pair
+    ref_model, ours, tol, observe = pair
     ids = torch.randint(0, 512, (57,), generator=torch.Generator().manual_seed(1)).tolist()
     with torch.no_grad():
         ref = ref_model(torch.tensor([ids])).logits[0]
     got = ours.logits(ids).cpu()
     assert got.shape == ref.shape and got.dtype == torch.float32
-    assert (got - ref).abs().max().item() <= tol
+    assert observe((got - ref).abs().max().item()) <= tol
 
 
 def test_greedy_continuation_matches_transformers(pair) -> None:
     """Every token ours picks is transformers' greedy choice after the same tokens, or a near-tie within the
     logits tolerance (in float32: 1e-4, which no step here comes near)."""
-    ref_model, ours, tol = pair
+    ref_model, ours, tol, _ = pair
     ids = torch.randint(0, 512, (20,), generator=torch.Generator().manual_seed(2)).tolist()
     gen = ours.generate(ids, max_new_tokens=32)
     with torch.no_grad():

@@ -1,5 +1,5 @@
-"""Prefix reuse is exact: logits and greedy tokens with the cache equal those without it (float32: within 1e-5;
-half precision: within transformers' own rounding error, see tests/precision.py; bitwise equal on CPU)."""
+"""Prefix reuse is exact: logits and greedy tokens with the cache equal those without it (float32: within
+1e-5; half precision: within transformers' own rounding error, see tests/precision.py; bitwise on CPU)."""
 
 from __future__ import annotations
 
