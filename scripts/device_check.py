@@ -27,10 +27,14 @@ from pathlib import Path
 from device_check_summary import summarize
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = [
-    f"tests/test_{name}.py"
-    for name in ("model", "gguf", "prefix_cache", "kv_cache", "attention", "layouts", "layout_cli", "devices")
-]  # the tests that take --device / --dtype
+TESTS = [  # the tests that take --device / --dtype
+    *(
+        f"tests/test_{name}.py"
+        for name in ("model", "gguf", "prefix_cache", "kv_cache", "attention", "devices")
+    ),
+    "tests/bench/workloads/test_layouts.py",
+    "tests/bench/commands/test_layout.py",
+]
 QUIET = ["-q", "-p", "no:cacheprovider"]
 
 
@@ -186,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from engine.bench.common import git_commit  # before anything is written: the tree as it was
+    from engine.bench.machinery.results import git_commit  # before anything is written: the tree as it was
 
     commit = git_commit()
     out.mkdir(parents=True, exist_ok=True)

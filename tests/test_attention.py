@@ -16,7 +16,9 @@ from tests.conftest import build_hf_model
 CHAT = [{"role": "system", "content": "You answer in one word."},
         {"role": "user", "content": "Capital of Italy?"}, {"role": "assistant", "content": "Rome."},
         {"role": "user", "content": "And of Spain?"}]  # fmt: skip
-TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look a word up.", "parameters": {}}}]
+TOOLS = [
+    {"type": "function", "function": {"name": "lookup", "description": "Look a word up.", "parameters": {}}}
+]
 
 
 @pytest.fixture(scope="module", params=["qwen2", "qwen3", "llama"])

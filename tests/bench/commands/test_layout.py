@@ -1,0 +1,68 @@
+"""`python -m engine.bench layout` end to end on a tiny model: files, summary, environment record."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+from engine.devices import dtype_name
+
+
+def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -> None:
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.bench",
+        "layout",
+        "--model",
+        str(tiny_dir("qwen2", tokenizer=True)),
+        "--layouts",
+        "timestamp-first",
+        "stable-first",
+        "--turns",
+        "3",
+        "--repeats",
+        "2",
+        "--replies",
+        "scripted",
+        "--out",
+        str(out),
+        "--device",
+        str(device),
+        "--dtype",
+        dtype_name(dtype),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    for name in (
+        "turns.json",
+        "turns.csv",
+        "summary.csv",
+        "report.md",
+        "ttft_per_turn.png",
+        "cached_share.png",
+        "token_strip.png",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    summary = {row["conversation"]: row for row in csv.DictReader((out / "summary.csv").open())}
+    assert float(summary["stable-first"]["ttft_ratio"]) == 1.0  # the baseline comes first, whatever the order
+    assert float(summary["stable-first"]["cached_share"]) > float(summary["timestamp-first"]["cached_share"])
+    data = json.loads((out / "turns.json").read_text())
+    env = data["environment"]
+    assert {"model", "weights_digest", "dtype", "device", "torch", "commit"} <= env.keys()
+    assert (env["device"], env["dtype"]) == (str(device), dtype_name(dtype))
+    assert len(data["turns"]) == 6 and data["scenario"]["replies"] == "scripted"
+    assert "stable-first" in proc.stdout and "ttft_ratio" in proc.stdout
+
+
+def test_bad_layout_name_is_a_usage_error(tiny_dir) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.bench", "layout", "--layouts", "upside-down"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "invalid choice" in proc.stderr
