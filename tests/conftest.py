@@ -155,8 +155,20 @@ def load(device: torch.device, dtype: torch.dtype) -> Callable[..., Engine]:
 
 
 @pytest.fixture(scope="session")
-def smollm2(load: Callable[..., Engine]) -> Engine:
-    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized) on the run's device and dtype."""
+def smollm2() -> Engine:
+    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized) on CPU in float32: the analyses
+    and their committed numbers are float32 ones."""
+    import engine
+
+    return engine.load("smollm2-135m", device="cpu", cache_tokens=8192)
+
+
+@pytest.fixture(scope="session")
+def smollm2_on_device(request: pytest.FixtureRequest, load: Callable[..., Engine]) -> Engine:
+    """SmolLM2 on the run's device and dtype: the `smollm2` engine itself in a default (CPU float32) run."""
+    device, dtype = request.config.stash[TARGET]
+    if (device.type, dtype) == ("cpu", torch.float32):
+        return request.getfixturevalue("smollm2")
     return load("smollm2-135m", cache_tokens=8192)
 
 

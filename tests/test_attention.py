@@ -64,39 +64,39 @@ def test_generated_rows_match_transformers_at_their_positions(pair) -> None:
     assert observe((maps.probs - expected).abs().max().item()) <= tol
 
 
-def test_rows_are_causal_distributions(smollm2) -> None:
-    maps = smollm2.attention(CHAT, layers=[0, 24], rows=range(0, 40, 3))
+def test_rows_are_causal_distributions(smollm2_on_device) -> None:
+    maps = smollm2_on_device.attention(CHAT, layers=[0, 24], rows=range(0, 40, 3))
     assert torch.allclose(maps.probs.sum(-1), torch.ones(maps.probs.shape[:-1]), atol=1e-5)
     after = torch.arange(maps.probs.shape[-1])[None, :] > torch.tensor(maps.rows)[:, None]
     assert maps.probs[..., after].abs().max().item() == 0.0
     assert maps.probs[:, :, 0, 0].eq(1.0).all()  # row 0 sees only itself
 
 
-def test_region_shares_sum_to_one_and_group_by_label(smollm2) -> None:
-    prompt = render_prompt(smollm2.tokenizer, CHAT, TOOLS)
-    maps = smollm2.attention(prompt, layers=[5], rows=[-1, -10])
+def test_region_shares_sum_to_one_and_group_by_label(smollm2_on_device) -> None:
+    prompt = render_prompt(smollm2_on_device.tokenizer, CHAT, TOOLS)
+    maps = smollm2_on_device.attention(prompt, layers=[5], rows=[-1, -10])
     shares = maps.region_shares()
     labels = maps.region_labels
     assert [r.label for r in maps.regions].count("system") == 2 and labels.count("system") == 1
-    assert shares.shape == (1, smollm2.config.num_heads, 2, len(labels))
-    assert torch.allclose(shares.sum(-1), torch.ones(1, smollm2.config.num_heads, 2), atol=1e-5)
+    assert shares.shape == (1, smollm2_on_device.config.num_heads, 2, len(labels))
+    assert torch.allclose(shares.sum(-1), torch.ones(1, smollm2_on_device.config.num_heads, 2), atol=1e-5)
     system = sum(maps.probs[..., r.start : r.end].sum(-1) for r in maps.regions if r.label == "system")
     assert torch.allclose(shares[..., labels.index("system")], system)
     assert torch.allclose(maps.share(["system", "tools"]), system + shares[..., labels.index("tools")])
 
 
-def test_text_and_token_prompts_are_one_region(smollm2) -> None:
-    maps = smollm2.attention("The quick brown fox", layers=[0], heads=[0])
+def test_text_and_token_prompts_are_one_region(smollm2_on_device) -> None:
+    maps = smollm2_on_device.attention("The quick brown fox", layers=[0], heads=[0])
     assert [(r.label, r.start, r.end) for r in maps.regions] == [("prompt", 0, len(maps.token_ids))]
-    again = smollm2.attention(maps.token_ids, layers=[0], heads=[0])
+    again = smollm2_on_device.attention(maps.token_ids, layers=[0], heads=[0])
     assert torch.equal(again.probs, maps.probs)
 
 
-def test_oversize_request_is_refused_with_its_size(smollm2) -> None:
+def test_oversize_request_is_refused_with_its_size(smollm2_on_device) -> None:
     ids = list(range(100, 1124))  # 30 layers x 9 heads x 1024 x 1024 x 4 bytes = 1.05 GiB
     with pytest.raises(AttentionTooLargeError, match=r"needs 1\.05 GiB.*over the 1\.00 GiB limit"):
-        smollm2.attention(ids)
-    small = smollm2.attention(ids, layers=[3], rows=range(-4, 0))  # the last rows stay cheap
+        smollm2_on_device.attention(ids)
+    small = smollm2_on_device.attention(ids, layers=[3], rows=range(-4, 0))  # the last rows stay cheap
     assert small.probs.shape == (1, 9, 4, 1024)
 
 
@@ -104,14 +104,14 @@ def test_oversize_request_is_refused_with_its_size(smollm2) -> None:
                                              ({"heads": [-10]}, "head -10 is out of range"),
                                              ({"rows": [5000]}, "row 5000 is out of range"),
                                              ({"rows": []}, "no rows chosen")])  # fmt: skip
-def test_bad_indices_are_refused(smollm2, kwargs: dict, message: str) -> None:
+def test_bad_indices_are_refused(smollm2_on_device, kwargs: dict, message: str) -> None:
     with pytest.raises(PromptError, match=message):
-        smollm2.attention("Hello there", **kwargs)
+        smollm2_on_device.attention("Hello there", **kwargs)
 
 
-def test_token_labels_escape_whitespace_and_name_specials(smollm2) -> None:
-    ids = smollm2.render([{"role": "user", "content": "a b\n\tc"}])
-    labels = token_labels(smollm2.tokenizer, ids)
+def test_token_labels_escape_whitespace_and_name_specials(smollm2_on_device) -> None:
+    ids = smollm2_on_device.render([{"role": "user", "content": "a b\n\tc"}])
+    labels = token_labels(smollm2_on_device.tokenizer, ids)
     assert labels[0] == "<|im_start|>" and "<|im_end|>" in labels
     assert all("\n" not in label and " " not in label for label in labels)
     assert "␣b" in labels and any("\\n" in label for label in labels)

@@ -146,10 +146,12 @@ def test_cache_off_and_reset(eng, tiny_dir, load) -> None:
     assert off.generate(prompt, max_new_tokens=1).usage.cached_tokens == 0
 
 
-def test_divergence_context_shows_the_break(smollm2) -> None:
+def test_divergence_context_shows_the_break(smollm2_on_device) -> None:
     system = {"role": "system", "content": "You are a careful assistant. " * 8}
-    smollm2.generate([system, {"role": "user", "content": "Current time: 10:01. Say hi."}], max_new_tokens=1)
-    gen = smollm2.generate(
+    smollm2_on_device.generate(
+        [system, {"role": "user", "content": "Current time: 10:01. Say hi."}], max_new_tokens=1
+    )
+    gen = smollm2_on_device.generate(
         [system, {"role": "user", "content": "Current time: 10:02. Say hi."}], max_new_tokens=1
     )
     assert gen.usage.cached_tokens > 0 and "⟂" in gen.usage.divergence_context
