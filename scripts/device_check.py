@@ -53,7 +53,10 @@ class Plan:
 GPU_MODELS = ("qwen2.5-0.5b", "qwen2.5-7b")
 GPU_LAYOUT = "--model synthetic:qwen2.5-0.5b --scale large --repeats 2 --replies scripted"
 GPU_TIMEOUTS = {"tests": 150, "bench-qwen2.5-0.5b": 90, "bench-qwen2.5-7b": 150, "layout": 60}
-CPU_LAYOUT = "--model smollm2-135m --scale small --turns 2 --repeats 1 --replies scripted"
+CPU_LAYOUT = (
+    "--model smollm2-135m --scale small --turns 2 --repeats 1 --replies scripted --cache-tokens 8192 "
+    "--layouts stable-first timestamp-first"
+)
 CPU_TIMEOUTS = {"tests": 1200, "bench-qwen2.5-0.5b": 900, "layout": 300}
 PLANS = {
     "cuda": Plan("bfloat16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
@@ -121,11 +124,13 @@ def run_step(step: Step, out: Path) -> dict:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=os.environ | {"HF_HUB_OFFLINE": "1"},
+            env=os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
         )
         try:
             rc = proc.wait(timeout=step.timeout_s)
-            status = "passed" if rc == 0 else "failed"
+            status = (
+                "passed" if rc == 0 else "failed" if rc > 0 else f"killed by signal {-rc} (out of memory?)"
+            )
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             rc, status = proc.wait(), "timeout"
