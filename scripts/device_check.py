@@ -24,9 +24,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from device_check_summary import summarize
-
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # this checkout's engine, whatever else is installed
+
+from device_check_summary import summarize  # noqa: E402
+
 TESTS = [  # the tests that take --device / --dtype
     *(
         f"tests/test_{name}.py"

@@ -51,6 +51,10 @@ def key_ratios(path: Path, decode_context: int) -> dict[str, Any] | None:
     return {"model": run.model, "decode": decode, "prefill": prefill, "targets_met": met, "ratios": ratios}
 
 
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
 def _cell(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
@@ -94,7 +98,11 @@ def summarize(
         *(f"| {r['step']} | {r['status']} | {r['seconds']} | {r['timeout_s']} |" for r in results),
         "",
         "Tests: "
-        + (", ".join(f"{v} {k}" for k, v in tests.items() if k != "tests") if tests else "no result file")
+        + (
+            ", ".join(f"{tests[k]} {k}" for k in ("passed", "failures", "errors", "skipped"))
+            if tests
+            else "no result file"
+        )
         + " (tests.xml, tests.log).",
         "",
         f"## Ours / transformers (same weights, device and dtype; lower is better; decode at {decode_context})",
@@ -103,17 +111,15 @@ def summarize(
     prefills = sorted(
         {p for b in benches.values() if b for p in b["prefill"]}, key=lambda p: int(p.split()[-1])
     )
-    lines += [
-        f"| model | decode @{decode_context} | " + " | ".join(prefills) + " | CUDA targets |",
-        "|---|---|" + "---|" * len(prefills) + "---|",
-    ]
+    header = ["model", f"decode @{decode_context}", *prefills, "CUDA targets"]
+    lines += [_row(header), "|" + "---|" * len(header)]
     for step, bench in benches.items():
         if bench is None:
-            lines.append(f"| {step.removeprefix('bench-')} | no result (see {step}.log) |")
+            lines.append(_row([step.removeprefix("bench-"), f"no result (see {step}.log)"]))
             continue
         verdict = ("met" if bench["targets_met"] else "NOT met") if device == "cuda" else "n/a (not CUDA)"
-        cells = " | ".join(_cell(bench["prefill"].get(p)) for p in prefills)
-        lines.append(f"| {bench['model']} | {_cell(bench['decode'])} | {cells} | {verdict} |")
+        prefill = [_cell(bench["prefill"].get(p)) for p in prefills]
+        lines.append(_row([bench["model"], _cell(bench["decode"]), *prefill, verdict]))
     lines += [
         "",
         f"CUDA targets: decode <= {TARGETS['decode']:.3f} (3x faster), every prefill <= "
