@@ -4,7 +4,8 @@
 --model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b)
 --dtype …            default per device: float32 on CPU, bfloat16 on CUDA, float16 on MPS
 --quick              small shapes and a short time budget: a smoke run in a few minutes (= --shapes quick)
---shapes NAME        full (default), quick, or device: prefill 512 / 2k / 8k, S+V at 2k and 8k (GPU checks)
+--shapes NAME        full (default), quick, device (prefill 512 / 2k / 8k, S+V at 2k and 8k: GPU checks) or
+                     smoke (tiny: the CPU run of scripts/device_check.sh)
 --budget SECONDS     time per benchmark (rounds = budget / one call, at least 2)
 """
 
@@ -31,7 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--dtype", default=None, help="float32, bfloat16 or float16 (default: by device)")
     group.addoption("--quick", action="store_true", help="small shapes, short budget (= --shapes quick)")
-    group.addoption("--shapes", choices=list(SHAPES), default="full", help="full (default), quick or device")
+    group.addoption(
+        "--shapes", choices=list(SHAPES), default="full", help="full (default), quick, device or smoke"
+    )
     group.addoption("--budget", type=float, default=None, help="seconds per benchmark")
 
 

@@ -50,7 +50,9 @@ FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 7
 QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0)
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
 DEVICE = Shapes((512, 2048, 8192), (2048, 8192), (128,), (16, 64, 256), (1024, 760), budget_s=0.5)
-SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE}
+# The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
+SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), budget_s=0.1)
+SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
 MAX_ROUNDS = 200
 
 
