@@ -14,8 +14,8 @@ BS = 16
 
 def test_window_rows_equal_the_pool_and_extend_in_place(eng) -> None:
     kv, layers = eng.kv, eng.config.num_layers
-    kv.k.normal_(generator=torch.Generator().manual_seed(0))
-    kv.v.normal_(generator=torch.Generator().manual_seed(1))
+    kv.k.normal_(generator=torch.Generator(kv.k.device).manual_seed(0))
+    kv.v.normal_(generator=torch.Generator(kv.k.device).manual_seed(1))
     table = [5, 2, 9]  # scattered blocks: position p lives in block table[p // BS]
     window = SequenceKV(kv, table, 40, capacity=48)
     slots = kv.slots(table, 0, 40)
@@ -24,7 +24,7 @@ def test_window_rows_equal_the_pool_and_extend_in_place(eng) -> None:
         assert torch.equal(window.k[layer, :, :40], k.transpose(0, 1)) and torch.equal(
             window.v[layer, :, :40], v.transpose(0, 1)
         )
-    new_k, new_v = torch.randn(1, *kv.k.shape[-2:]), torch.randn(1, *kv.k.shape[-2:])
+    new_k, new_v = (torch.randn(1, *kv.k.shape[-2:], dtype=kv.k.dtype, device=kv.k.device) for _ in "kv")
     k, v = window.extend(0, 40, new_k, new_v)
     assert k.shape[0] == 41 and torch.equal(k[40], new_k[0]) and torch.equal(v[40], new_v[0])
     assert k.data_ptr() == window.k[0].data_ptr()  # a view, not a copy
