@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
+from engine.bench.machinery.run_folder import add_out_args, check_out
 from engine.cli import add_model_args, engine_options
 from engine.engine import Engine
 from engine.errors import ModelNotFoundError
@@ -21,7 +21,7 @@ def add_run_args(
 ) -> None:
     """What every bench command takes: the model (default `auto`), a results folder and a seed."""
     add_model_args(parser, default_model="auto")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
+    add_out_args(parser)
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
 
 
@@ -35,7 +35,8 @@ def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
 
 def open_engine(args: argparse.Namespace) -> Engine:
     """`auto`: Qwen2.5-0.5B-Instruct from the local HF cache or the hub; else the bundled SmolLM2, with a
-    notice."""
+    notice. The results folder is checked first, so a bad --out costs no model load."""
+    check_out(args)
     model = args.model
     if model == "auto":
         try:
