@@ -117,7 +117,7 @@ def test_token_labels_of_cjk_and_emoji_are_text_or_escaped_bytes(smollm2) -> Non
     qwen = load_tokenizer(qwen_tokenizer_dir())
     ids = qwen("你好 緻 😀", add_special_tokens=False).input_ids
     # whole characters are text; 緻 is split over two tokens, each showing its bytes
-    assert token_labels(qwen, ids) == ["你好", "<0xE7>", "<0xB7><0xBB>", "␣😀"]
+    assert token_labels(qwen, ids) == ["你好", "␣<0xE7>", "<0xB7><0xBB>", "␣😀"]
     ids = smollm2.tokenizer("你好 😀", add_special_tokens=False).input_ids  # bytes split differently here
     labels = token_labels(smollm2.tokenizer, ids)
     assert labels[:2] == ["<0xE4><0xBD>", "<0xA0>"] and "␣<0xF0><0x9F><0x98>" in labels

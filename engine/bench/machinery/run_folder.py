@@ -76,7 +76,7 @@ def run_dir(args: argparse.Namespace, command: str, engine: Engine) -> Path:
 
 def new_run_dir(command: str, engine: Engine) -> Path:
     """A folder that did not exist: results/<command>-<model>-<device>-<UTC time>[-n] under the cwd."""
-    slug = engine.source.model_id.replace("/", "_").replace(":", "_").lower()
+    slug = engine.source.model_id.replace("/", "_").replace(":", "_").lower().strip("_")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     base = RESULTS / f"{command}-{slug}-{engine.device.type}-{stamp}"
     for n in range(1, 100):  # two runs in the same second get -2, -3, ...
