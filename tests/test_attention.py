@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from engine.attention import token_labels
+from engine.attention import partial_utf8, token_labels
 from engine.errors import AttentionTooLargeError, PromptError
 from engine.regions import render_prompt
 from tests.conftest import build_hf_model
@@ -116,3 +116,22 @@ def test_token_labels_escape_whitespace_and_name_specials(smollm2_on_device) -> 
     assert all("\n" not in label and " " not in label for label in labels)
     assert "␣b" in labels and any("\\n" in label for label in labels)
     assert token_labels(None, [7, 8]) == ["#7", "#8"]
+
+
+def test_token_labels_of_cjk_and_emoji_are_text_or_escaped_bytes(smollm2) -> None:
+    from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+
+    qwen = load_tokenizer(qwen_tokenizer_dir())
+    ids = qwen("你好 緻 😀", add_special_tokens=False).input_ids
+    # whole characters are text; 緻 is split over two tokens, each showing its bytes
+    assert token_labels(qwen, ids) == ["你好", "␣<0xE7>", "<0xB7><0xBB>", "␣😀"]
+    ids = smollm2.tokenizer("你好 😀", add_special_tokens=False).input_ids  # bytes split differently here
+    labels = token_labels(smollm2.tokenizer, ids)
+    assert labels[:2] == ["<0xE4><0xBD>", "<0xA0>"] and "␣<0xF0><0x9F><0x98>" in labels
+    assert not any(c in label for label in labels for c in "äĠðŁ")  # no byte-level BPE stand-ins
+
+
+def test_partial_utf8_decodes_byte_level_tokens() -> None:
+    assert partial_utf8("ä½") == "<0xE4><0xBD>"  # the first two bytes of 你
+    assert partial_utf8("ä½ł") == "你" and partial_utf8("ĠðŁĺĢ") == " 😀"
+    assert partial_utf8("▁hello") == "▁hello"  # not the byte-level alphabet: unchanged

@@ -25,6 +25,11 @@ SUMMARY_COLUMNS = [
 ]
 
 
+PARTIAL_NOTE = "**Partial run**: interrupted (Ctrl-C); only what finished before it is recorded."
+# Characters that would break a markdown table row or a code span, shown visibly instead.
+MARKDOWN_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "\n": "⏎", "\r": "␍", "\t": "⇥"})
+
+
 def summarize(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, Any]]:
     """Per conversation, over turns 2+ (turn 1 is a cold start for everyone): median TTFT, its ratio to
     the baseline's, cached share of prompt tokens; TTFT, computed and prompt tokens summed over all turns.
@@ -73,6 +78,7 @@ def write_results(
     lines = [
         f"# {title}",
         "",
+        *([PARTIAL_NOTE, ""] if env.get("partial") else []),
         f"- model: `{env['model']}` ({env['source']}, {weights}), digest `{env['weights_digest'][:16]}`",
         f"- device: {env['device']} ({env['device_name']}), dtype {env['dtype']}, "
         f"block size {env['block_size']}",
@@ -100,14 +106,15 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join([line(columns), line(["-" * w for w in widths]), *(line(r) for r in cells)])
 
 
+def markdown_text(text: str) -> str:
+    """`text` on one line, safe in a markdown table cell or list item: newlines, tabs and carriage returns
+    shown as ⏎ ⇥ ␍; pipes, backticks and backslashes escaped."""
+    return text.translate(MARKDOWN_ESCAPES)
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
-    return one_line(str(value))
-
-
-def one_line(text: str) -> str:
-    """Text for a table row or a list item: line breaks (prompt text often has them) shown as ↵."""
-    return text.replace("\n", "↵")
+    return markdown_text(str(value))

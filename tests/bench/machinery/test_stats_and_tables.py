@@ -1,8 +1,10 @@
-"""Timing spread (median, min, max, n) and the plain-text summary table."""
+"""Timing spread (median, min, max, n), the plain-text summary table and its markdown-safe cells."""
 
 from __future__ import annotations
 
-from engine.bench.machinery.report import table
+import re
+
+from engine.bench.machinery.report import markdown_text, table
 from engine.bench.machinery.stats import spread
 
 
@@ -22,6 +24,10 @@ def test_table_aligns_columns_and_formats_values() -> None:
     assert len({len(line) for line in lines}) == 1
 
 
-def test_a_cell_with_newlines_stays_on_its_row() -> None:
-    lines = table([{"context": "a\nb"}], ["context"]).splitlines()
-    assert len(lines) == 3 and lines[2] == "| a↵b     |"
+def test_contexts_cannot_break_a_markdown_table() -> None:
+    context = "x = f(a)\n| `b` \\ c⟂\td"
+    assert markdown_text(context) == "x = f(a)⏎\\| \\`b\\` \\\\ c⟂⇥d"
+    lines = table([{"change_context": context, "first_change": 12}], ["change_context", "first_change"])
+    lines = lines.splitlines()
+    assert len(lines) == 3  # header, rule, one row: the newline did not split it
+    assert len(re.findall(r"(?<!\\)\|", lines[2])) == 3  # only the cell separators are bare pipes
