@@ -117,7 +117,9 @@ def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
     ]
     plot_ttft(records, out / "ttft_per_turn.png", f"TTFT per request: {name}")
     plot_cached_share(records, out / "cached_share.png", f"Cached share per request: {name}")
-    plot_token_strip(records, records[-1].turn, out / "token_strip.png", "Where reuse ends on the last request")
+    plot_token_strip(
+        records, records[-1].turn, out / "token_strip.png", "Where reuse ends on the last request"
+    )
     plots = [
         ("ttft_per_turn.png", "TTFT per request"),
         ("cached_share.png", "cached share per request"),
