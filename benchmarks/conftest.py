@@ -3,7 +3,9 @@
 --devices cpu,cuda   which devices (default: every available one: cpu, cuda, mps)
 --model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b)
 --dtype …            default per device: float32 on CPU, bfloat16 on CUDA, float16 on MPS
---quick              small shapes and a short time budget: a smoke run in a few minutes
+--quick              small shapes and a short time budget: a smoke run in a few minutes (= --shapes quick)
+--shapes NAME        full (default), quick, device (prefill 512 / 2k / 8k, S+V at 2k and 8k: GPU checks) or
+                     smoke (tiny: the CPU run of scripts/device_check.sh)
 --budget SECONDS     time per benchmark (rounds = budget / one call, at least 2)
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from benchmarks.harness import FULL, QUICK, Pair, Shapes, available_devices
+from benchmarks.harness import SHAPES, Pair, Shapes, available_devices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 LOAD_AT_START = os.getloadavg()
@@ -29,12 +31,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--model", default="synthetic:qwen2.5-0.5b", help="model (default synthetic:qwen2.5-0.5b)"
     )
     group.addoption("--dtype", default=None, help="float32, bfloat16 or float16 (default: by device)")
-    group.addoption("--quick", action="store_true", help="small shapes, short budget")
+    group.addoption("--quick", action="store_true", help="small shapes, short budget (= --shapes quick)")
+    group.addoption(
+        "--shapes", choices=list(SHAPES), default="full", help="full (default), quick, device or smoke"
+    )
     group.addoption("--budget", type=float, default=None, help="seconds per benchmark")
 
 
+def shapes_name(config: pytest.Config) -> str:
+    return "quick" if config.getoption("quick") else config.getoption("shapes")
+
+
 def shapes_of(config: pytest.Config) -> Shapes:
-    shapes = QUICK if config.getoption("quick") else FULL
+    shapes = SHAPES[shapes_name(config)]
     budget = config.getoption("budget")
     return shapes if budget is None else Shapes(**{**shapes.__dict__, "budget_s": budget})
 
@@ -88,6 +97,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
 
     machine_info.update(torch=torch.__version__, transformers=transformers.__version__,
                         torch_threads=torch.get_num_threads(), quick=bool(config.getoption("quick")),
+                        shapes=shapes_name(config),
                         load_average_start=[round(x, 2) for x in LOAD_AT_START],
                         load_average_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
     if torch.cuda.is_available():

@@ -63,6 +63,20 @@ class Shapes:
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
 QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,), trace=(20, 8000))
+# A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
+DEVICE = Shapes(
+    (512, 2048, 8192),
+    (2048, 8192),
+    (128,),
+    (16, 64, 256),
+    (1024, 760),
+    0.5,
+    warm=(2048, 8192),
+    trace=(20, 8000),
+)
+# The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
+SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 1000))
+SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
 MAX_ROUNDS = 200
 
 

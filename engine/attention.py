@@ -134,17 +134,38 @@ def capture(
 
 
 def token_labels(tokenizer: PreTrainedTokenizerBase | None, ids: Sequence[int]) -> list[str]:
-    """Readable one-line labels: special tokens by name, whitespace escaped (\\n, \\t, ␣ for a space)."""
+    """Readable one-line labels: special tokens by name, whitespace escaped (\\n, \\t, ␣ for a space), and
+    a token holding only part of a multi-byte character shown as text with those bytes as <0xE4>."""
     if tokenizer is None:
         return [f"#{t}" for t in ids]
     special = set(tokenizer.all_special_ids)
     labels = []
     for t in ids:
         text = tokenizer.convert_ids_to_tokens(t) if t in special else tokenizer.decode([t])
-        if "\ufffd" in text:  # a piece of a multi-byte character: show the raw token
-            text = tokenizer.convert_ids_to_tokens(t)
+        if "\ufffd" in text:  # a piece of a multi-byte character
+            text = partial_utf8(tokenizer.convert_ids_to_tokens(t))
         labels.append(text.translate(WHITESPACE))
     return labels
+
+
+def _byte_alphabet() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2, Qwen, SmolLM2): the printable character standing for each byte,
+    mapped back to the byte. Printable Latin-1 bytes stand for themselves; the rest are shifted past 255."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in kept]
+    return {chr(b): b for b in kept} | {chr(256 + i): b for i, b in enumerate(shifted)}
+
+
+BYTE_OF = _byte_alphabet()
+
+
+def partial_utf8(token: str) -> str:
+    """A byte-level token as text, each byte of an incomplete UTF-8 character written <0xNN> (`ä½` is the
+    first two bytes of 你: <0xE4><0xBD>); a token in another alphabet is returned as it is."""
+    if not all(c in BYTE_OF for c in token):
+        return token
+    text = bytes(BYTE_OF[c] for c in token).decode("utf-8", errors="surrogateescape")
+    return "".join(f"<0x{ord(c) - 0xDC00:02X}>" if "\udc80" <= c <= "\udcff" else c for c in text)
 
 
 def _indices(what: str, chosen: Sequence[int] | None, n: int) -> list[int]:

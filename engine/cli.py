@@ -37,5 +37,6 @@ def run(main: Callable[[list[str] | None], int], argv: list[str] | None = None) 
     except EngineError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # commands that keep partial results catch it themselves and say so
+        print("interrupted", file=sys.stderr)
         sys.exit(130)

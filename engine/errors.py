@@ -60,3 +60,7 @@ class CompactionError(EngineError):
 
 class TraceError(EngineError):
     """A user-supplied trace file is unreadable or not in the expected format."""
+
+
+class OutputError(EngineError):
+    """A results path cannot be written, or would overwrite what is there without --overwrite."""

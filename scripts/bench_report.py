@@ -130,7 +130,7 @@ def summary(run: Run) -> str:
         "",
         f"{m.get('cuda_device') or m.get('cpu', {}).get('brand_raw', '?')}, {m.get('torch_threads', '?')} threads; "
         f"torch {m.get('torch', '?')}, transformers {m.get('transformers', '?')}; "
-        f"{'quick shapes; ' if m.get('quick') else ''}medians of each case's rounds.",
+        f"{m.get('shapes') or ('quick' if m.get('quick') else 'full')} shapes; each case's median.",
         f"Noise: {noise(run)}.",
         "",
         "## Ours against transformers (same weights, device, dtype; sdpa)",

@@ -1,4 +1,11 @@
-"""Shared fixtures: tiny random-weight models built with `transformers` and saved as safetensors.
+"""Shared fixtures: tiny random-weight models built with `transformers` and saved as safetensors, and the
+device and dtype of the run.
+
+    python -m pytest --device cuda --dtype bfloat16   # default: --device cpu --dtype float32
+
+The parity, prefix-cache, attention and layout tests load their engines on that device in that dtype (the
+`load` and `eng` fixtures) and take their tolerances from `precision` (tests/precision.py). A device that is
+absent, or a dtype it cannot run, stops the run at startup with one line.
 
 Everything here is offline: no Hugging Face hub access, no downloads.
 """
@@ -10,12 +17,60 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import torch
 
+from engine.devices import dtype_name, resolve_device, resolve_dtype
+from engine.errors import DeviceError
+from tests.precision import Precision
+
+if TYPE_CHECKING:
+    from engine.engine import Engine
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
+TARGET = pytest.StashKey[tuple[torch.device, torch.dtype]]()
+PRECISION = pytest.StashKey[Precision]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kvtestbed device")
+    group.addoption("--device", default="cpu", help="cpu (default), cuda, cuda:N or mps")
+    group.addoption("--dtype", default="float32", help="float32 (default), bfloat16 or float16")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve --device and --dtype once, before collection: an unavailable one ends the run in one line."""
+    try:
+        device = resolve_device(config.getoption("device"))
+        config.stash[TARGET] = (device, resolve_dtype(config.getoption("dtype"), device))
+    except DeviceError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    device, dtype = config.stash[TARGET]
+    return f"kvtestbed: device {device}, dtype {dtype_name(dtype)}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """In half precision, the measured reference errors the tolerances were derived from."""
+    precision = config.stash.get(PRECISION, None)
+    if precision is not None and precision.measured:
+        where = f"transformers {dtype_name(precision.dtype)} on {precision.device} against its float32 on cpu"
+        terminalreporter.section(where)
+        for kind, e in precision.measured.items():
+            seen = [what for what in ("logits", "attention") if (kind, what) in precision.observed]
+            ours = ", ".join(f"{what} {precision.observed[(kind, what)]:.2f} E" for what in seen)
+            terminalreporter.line(
+                f"{kind}: E = max |dlogit| {e.logits:.4g} ({e.relative:.2%} of max |logit|), max |dprob| "
+                f"{e.attention:.3g}; ours at most {ours or '(not compared)'}; tolerances: logits "
+                f"{precision.logits_tol(kind):.3g}, attention {precision.attention_tol(kind):.3g}, cached "
+                f"{precision.cache_tol(kind):.3g}"
+            )
+
 
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=8192)  # fmt: skip
@@ -93,19 +148,60 @@ def edit_config(folder: Path, **changes: object) -> None:
 
 
 @pytest.fixture(scope="session")
-def smollm2():
-    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized to float32)."""
+def device(pytestconfig: pytest.Config) -> torch.device:
+    return pytestconfig.stash[TARGET][0]
+
+
+@pytest.fixture(scope="session")
+def dtype(pytestconfig: pytest.Config) -> torch.dtype:
+    return pytestconfig.stash[TARGET][1]
+
+
+@pytest.fixture(scope="session")
+def precision(pytestconfig: pytest.Config, device: torch.device, dtype: torch.dtype) -> Precision:
+    """Tolerances for this device and dtype, measured on transformers itself (tests/precision.py)."""
+    pytestconfig.stash[PRECISION] = Precision(device, dtype, build_hf_model)
+    return pytestconfig.stash[PRECISION]
+
+
+@pytest.fixture(scope="session")
+def load(device: torch.device, dtype: torch.dtype) -> Callable[..., Engine]:
+    """load(model, **options) -> an engine on the run's device, in its dtype."""
+    import engine
+
+    return lambda model, **options: engine.load(
+        str(model), device=str(device), dtype=dtype_name(dtype), **options
+    )
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Engine:
+    """The bundled real model (SmolLM2-135M-Instruct, GGUF Q4_1, dequantized) on CPU in float32: the analyses
+    and their committed numbers are float32 ones."""
     import engine
 
     return engine.load("smollm2-135m", device="cpu", cache_tokens=8192)
 
 
-@pytest.fixture
-def eng(tiny_dir: Callable[..., Path]):
-    """A tiny Qwen2 engine with its own 1,024-token prefix cache in blocks of 16."""
-    import engine
+@pytest.fixture(scope="session")
+def smollm2_on_device(request: pytest.FixtureRequest, load: Callable[..., Engine]) -> Engine:
+    """SmolLM2 on the run's device and dtype: the `smollm2` engine itself in a default (CPU float32) run."""
+    device, dtype = request.config.stash[TARGET]
+    if (device.type, dtype) == ("cpu", torch.float32):
+        return request.getfixturevalue("smollm2")
+    return load("smollm2-135m", cache_tokens=8192)
 
-    return engine.load(str(tiny_dir("qwen2")), device="cpu", block_size=16, cache_tokens=1024)
+
+@pytest.fixture
+def eng(load: Callable[..., Engine], tiny_dir: Callable[..., Path]) -> Engine:
+    """A tiny Qwen2 engine with its own 1,024-token prefix cache in blocks of 16."""
+    return load(tiny_dir("qwen2"), block_size=16, cache_tokens=1024)
+
+
+@pytest.fixture(scope="session")
+def cache_tol(precision: Precision) -> float:
+    """Cached against uncached (and the other our-path-against-our-path checks) on the `eng` model."""
+    return precision.cache_tol("qwen2")
 
 
 def random_ids(n: int, seed: int) -> list[int]:

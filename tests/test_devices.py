@@ -1,11 +1,15 @@
-"""Half precision, on every device present (CPU always; CUDA and MPS when the machine has them).
+"""Half precision on every device present (CPU always; CUDA and MPS when the machine has them), whatever
+the run's --dtype, so that the default float32 run checks bfloat16 and float16 too; and --device refusing a
+device this machine lacks, in one line.
 
-Tolerances come from the reference itself: `transformers` run in the same dtype and device strays from its
-own float32 logits by some error E; ours must stray no more than 2E and stay within 2E of it. Prefix reuse
-and decode must match our plain forward in the same dtype within E.
+Tolerances come from tests/precision.py: transformers in the same dtype and device strays from its own
+float32 logits by E; ours may stray by 3E; prefix reuse and decode must match our plain forward within E.
 """
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -13,6 +17,7 @@ import torch
 import engine
 from engine.devices import DTYPES
 from tests.conftest import build_hf_model
+from tests.precision import Precision
 
 CASES = [("cpu", "bfloat16"), ("cpu", "float16")]
 if torch.cuda.is_available():
@@ -27,36 +32,39 @@ if torch.backends.mps.is_available():
     ids=lambda p: "-".join(p),
 )
 def setup(request, tiny_dir):
-    """(our engine, transformers logits in the dtype, float32 reference logits, E, prompt) on the device."""
+    """(our engine on the device in the dtype, its tolerances, the model kind, a prompt)"""
     device, dtype, kind = request.param
-    ids = torch.randint(0, 512, (200,), generator=torch.Generator().manual_seed(1)).tolist()
-    with torch.no_grad():
-        reference = build_hf_model(kind)(torch.tensor([ids])).logits[0]
-        half = build_hf_model(kind).to(device=device, dtype=DTYPES[dtype])
-        theirs = half(torch.tensor([ids], device=device)).logits[0].float().cpu()
     ours = engine.load(str(tiny_dir(kind)), device=device, dtype=dtype, cache_tokens=1024)
-    error = (theirs - reference).abs().max().item()
-    assert 0 < error < 0.05 * reference.abs().max().item(), (
-        "the reference error should be a half-precision one"
-    )
-    return ours, theirs, reference, error, ids
+    ids = torch.randint(0, 512, (200,), generator=torch.Generator().manual_seed(1)).tolist()
+    return ours, Precision(torch.device(device), DTYPES[dtype], build_hf_model), kind, ids
 
 
 def test_logits_track_transformers_in_half_precision(setup) -> None:
-    ours, theirs, reference, error, ids = setup
-    got = ours.logits(ids).cpu()
-    assert (got - reference).abs().max().item() <= 2 * error
-    assert (got - theirs).abs().max().item() <= 2 * error
+    ours, precision, kind, ids = setup
+    with torch.no_grad():
+        reference = build_hf_model(kind)(torch.tensor([ids])).logits[0]
+    assert (ours.logits(ids).cpu() - reference).abs().max().item() <= precision.logits_tol(kind)
 
 
 def test_prefix_reuse_and_decode_are_exact_within_half_precision(setup) -> None:
-    ours, _theirs, _reference, error, ids = setup
+    ours, precision, kind, ids = setup
     ours.reset_cache()
     ours.generate(ids[:150], max_new_tokens=1)
     warm = ours.generate(ids, max_new_tokens=8, return_logits=True)
     cold = ours.generate(ids, max_new_tokens=8, return_logits=True, cache=False)
     assert warm.usage.cached_tokens == 144 and cold.usage.cached_tokens == 0
-    assert (warm.logits[0] - cold.logits[0]).abs().max().item() <= error
+    assert (warm.logits[0] - cold.logits[0]).abs().max().item() <= precision.cache_tol(kind)
     # every decode step against a plain forward over the same tokens (teacher-forced, no cache)
     plain = ours.logits(ids + warm.token_ids[:-1])[-8:].cpu()
-    assert (warm.logits - plain).abs().max().item() <= error
+    assert (warm.logits.cpu() - plain).abs().max().item() <= precision.cache_tol(kind)
+
+
+def test_an_absent_device_stops_the_run_in_one_line() -> None:
+    absent = "mps" if torch.cuda.is_available() else "cuda"
+    message = {"cuda": "CUDA is not available", "mps": "MPS is not available"}[absent]
+    if torch.cuda.is_available() and torch.backends.mps.is_available():
+        absent, message = "tpu", "unknown device 'tpu'"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_devices.py", "--collect-only", "-q",
+                           "--device", absent], capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 4 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == "", proc.stderr

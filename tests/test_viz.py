@@ -11,9 +11,9 @@ import sys
 import pytest
 import torch
 
-from engine.errors import AttentionTooLargeError, PromptError
+from engine.errors import AttentionTooLargeError, OutputError, PromptError
 from engine.viz import __main__ as cli
-from engine.viz.heatmap import TRANSFORMS, head_view, transformed
+from engine.viz.heatmap import TRANSFORMS, drawable, head_view, transformed
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why is the sky blue?"}]
 
@@ -93,6 +93,31 @@ def test_messages_file_with_tools(viz, tmp_path) -> None:
         json.dumps({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]})
     )
     assert viz("--messages", path, "--layer", "3", "--rows", "last:4", "--out", tmp_path / "m.png") == 0
+
+
+def test_labels_without_a_glyph_are_escaped() -> None:
+    assert drawable("你好 😀 ü ⟂") == "\\u4f60\\u597d 😀 ü \\u27c2"  # DejaVu Sans has no CJK, nor ⟂
+
+
+def test_non_latin_prompts_draw_without_missing_glyphs(viz, tmp_path, recwarn) -> None:
+    assert viz("--prompt", "你好，世界！中文 😀 Grüße", "--layer", "0", "--out", tmp_path / "cjk.png") == 0
+    assert not [w for w in recwarn if "Glyph" in str(w.message)]
+
+
+def test_out_folder_default_name_and_overwrite(viz, tmp_path, monkeypatch, capsys) -> None:
+    argv = ("--prompt", "hi", "--layer", "0")
+    assert viz(*argv, "--out", tmp_path) == 0  # a folder: the default file name inside it
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'attention.png'}\n"
+    with pytest.raises(OutputError, match="attention.png exists: pass --overwrite"):
+        viz(*argv, "--out", tmp_path)
+    assert viz(*argv, "--out", tmp_path, "--overwrite") == 0
+    with pytest.raises(OutputError, match="must be a folder or a .png file name"):
+        viz(*argv, "--out", tmp_path / "map.jpeg")
+    capsys.readouterr()
+    monkeypatch.chdir(tmp_path)
+    assert viz(*argv) == 0  # no --out: a new run folder under ./results
+    [written] = (tmp_path / "results").glob("heatmap-smollm2-135m-cpu-*/attention.png")
+    assert capsys.readouterr().out == f"wrote {written.relative_to(tmp_path)}\n"
 
 
 @pytest.mark.parametrize(

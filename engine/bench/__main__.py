@@ -1,4 +1,5 @@
-"""`python -m engine.bench <command>`: one experiment per command, each writing results/<run>/."""
+"""`python -m engine.bench <command>`: one experiment per command, each writing a new
+results/<command>-<model>-<device>-<UTC time>/ folder of the current directory (or --out DIR)."""
 
 from __future__ import annotations
 

@@ -13,12 +13,15 @@ import sys
 from pathlib import Path
 
 from engine.arguments import int_flag
+from engine.bench.machinery.run_folder import add_out_args, check_out_file, new_run_dir
 from engine.cli import add_model_args, engine_options, run
 from engine.errors import PromptError
 from engine.loader import load
 from engine.regions import RenderedPrompt, render_prompt
 from engine.traces.messages import split_request
 from engine.viz.heatmap import TRANSFORMS, draw
+
+DEFAULT_NAME = "attention.png"  # the file written in the run folder, or in an --out folder
 
 
 def layer_spec(text: str) -> int | None:
@@ -61,6 +64,7 @@ def heatmap(args: argparse.Namespace) -> int:
         raise PromptError("empty prompt: --prompt has no text")
     if args.raw and args.messages:
         raise PromptError("--raw applies to --prompt only")
+    target = check_out_file(args, DEFAULT_NAME)  # before the model loads: a bad --out costs nothing
     engine = load(args.model, args.device, args.dtype, **engine_options(args))
     if engine.source.synthetic:
         print(
@@ -82,8 +86,9 @@ def heatmap(args: argparse.Namespace) -> int:
     maps = engine.attention(prompt, layers, heads, rows)
     view = "all" if isinstance(args.head, int) else args.head
     title = f"{engine.source.model_id}: {n} tokens, rows {maps.rows[0]}..{maps.rows[-1]}"
-    draw(maps, view, args.transform, args.out, title)
-    print(f"wrote {args.out}")
+    out = target or new_run_dir("heatmap", engine) / DEFAULT_NAME
+    draw(maps, view, args.transform, out, title)
+    print(f"wrote {out}")
     return 0
 
 
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="decode N tokens greedily and show their rows too",
     )
-    p.add_argument("--out", type=Path, default=Path("attention.png"), help="PNG file (default attention.png)")
+    add_out_args(p, f"PNG file, or a folder to hold {DEFAULT_NAME}")
     p.set_defaults(func=heatmap)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -10,12 +10,15 @@ positions, so the last rows of a long prompt make a wide, short "last rows" view
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib import font_manager
+from matplotlib.ft2font import FT2Font
 
 from engine.attention import AttentionMaps
 from engine.regions import Region
@@ -66,14 +69,15 @@ def draw(maps: AttentionMaps, head: str, transform: str, out: Path, title: str) 
             figsize=(
                 min(22, max(7, 3 + 0.13 * min(length, 170))),
                 min(22, max(3.5, 2.5 + 0.13 * min(rows, 170))),
-            )
+            ),
+            layout="constrained",  # the colour bar goes right of the region names, whatever their length
         )
         im = ax.imshow(
             data[0, 0].numpy(), cmap=cmap, vmin=0, vmax=vmax, aspect="auto", interpolation="nearest"
         )
         _label_tokens(ax, maps)
         _draw_regions(ax, maps, names=True)
-        ax.set_title(f"{title}, layer {maps.layers[0]}, {names[0]}", pad=40)
+        ax.set_title(f"{title}, layer {maps.layers[0]}, {names[0]}")
         axes = [ax]
     else:
         grid = [(layer, p) for layer in range(n_layers) for p in range(n_panels)]
@@ -101,12 +105,25 @@ def draw(maps: AttentionMaps, head: str, transform: str, out: Path, title: str) 
             fontsize=9,
         )
         axes = axes[: len(grid)]
-    fig.colorbar(
-        im, ax=axes, label=TRANSFORMS[transform][1], fraction=0.03, pad=0.12 if len(axes) == 1 else 0.03
-    )
+    fig.colorbar(im, ax=axes, label=TRANSFORMS[transform][1], fraction=0.03, pad=0.03)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110 if len(axes) < 50 else 72, bbox_inches="tight")  # big grids: smaller files
     plt.close(fig)
+
+
+@functools.cache
+def _glyphs() -> frozenset[int]:
+    """The code points the default matplotlib font can draw (DejaVu Sans: Latin, Greek, Cyrillic, symbols,
+    some emoji; no CJK)."""
+    return frozenset(FT2Font(font_manager.findfont(font_manager.FontProperties())).get_charmap())
+
+
+def drawable(label: str) -> str:
+    """`label` with each character the font has no glyph for written as an escape (你 -> \\u4f60), so that
+    a label is never a row of empty boxes and matplotlib warns of no missing glyph."""
+    return "".join(
+        c if ord(c) in _glyphs() or c.isspace() else c.encode("unicode_escape").decode() for c in label
+    )
 
 
 def _label_tokens(ax: plt.Axes, maps: AttentionMaps) -> None:
@@ -115,7 +132,9 @@ def _label_tokens(ax: plt.Axes, maps: AttentionMaps) -> None:
         step = math.ceil(len(positions) / MAX_TICKS)
         shown = range(0, len(positions), step)
         labels = [
-            maps.tokens[positions[i]] if step == 1 else f"{positions[i]} {maps.tokens[positions[i]]}"
+            drawable(
+                maps.tokens[positions[i]] if step == 1 else f"{positions[i]} {maps.tokens[positions[i]]}"
+            )
             for i in shown
         ]
         axis.set_ticks(list(shown), labels, fontsize=6)

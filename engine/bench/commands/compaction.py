@@ -10,9 +10,10 @@ from typing import Any
 from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_compaction, plot_cumulative
-from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
+from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord, finished_turns
 from engine.bench.machinery.report import summarize, table, write_results
-from engine.bench.machinery.results import environment, run_dir
+from engine.bench.machinery.results import environment
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.machinery.stats import per_pass, spread
 from engine.bench.workloads.compaction_policies import (
     POLICIES,
@@ -180,7 +181,9 @@ def main(args: argparse.Namespace) -> int:
     convs = conversations(engine, chat, args.policies, args.budget, summarizer)
     names = [c.name for c in convs]
     replayer = Replayer(engine, args.repeats, cold=False)
-    records = replayer.run(convs, args.turns, desc="compaction")
+    records, partial = finished_turns(lambda: replayer.run(convs, args.turns, desc="compaction"))
+    if partial and not records:
+        return interrupted(0, "turns", None)
     if not records:
         raise CompactionError("every conversation was refused on its first turn: raise --budget")
     rows = policy_rows(records, replayer.refused, names)
@@ -214,7 +217,7 @@ def main(args: argparse.Namespace) -> int:
     write_results(
         out,
         f"Compaction over {args.turns} turns",
-        environment(engine, "compaction", args),
+        environment(engine, "compaction", args, partial),
         records,
         summarize(records, names[0]),
         notes,
@@ -226,5 +229,7 @@ def main(args: argparse.Namespace) -> int:
     )
     print(table(rows, POLICY_COLUMNS))
     print(*refusals, sep="\n")
+    if partial:
+        return interrupted(len(records), "turns", out)
     print(f"results: {out}")
     return 0

@@ -11,9 +11,10 @@ from typing import Any
 from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.machinery.replayer import Conversation, Replayer
-from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, table, write_results
-from engine.bench.machinery.results import environment, run_dir
+from engine.bench.machinery.replayer import Conversation, Replayer, finished_turns
+from engine.bench.machinery.report import SUMMARY_COLUMNS, markdown_text, summarize, table, write_results
+from engine.bench.machinery.results import environment
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 
@@ -73,18 +74,21 @@ def main(args: argparse.Namespace) -> int:
     sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
     convs = conversations(sc, args.layouts, args.replies)
     baseline = convs[0].name
-    records = Replayer(engine, args.repeats, sc.reply_tokens).run(convs, len(sc.turns), desc="layout")
+    replayer = Replayer(engine, args.repeats, sc.reply_tokens)
+    records, partial = finished_turns(lambda: replayer.run(convs, len(sc.turns), desc="layout"))
+    if partial and not records:
+        return interrupted(0, "turns", None)
     summary = summarize(records, baseline)
 
     out = run_dir(args, "layout", engine)
-    env = environment(engine, "layout", args)
-    last = len(sc.turns)
+    env = environment(engine, "layout", args, partial)
+    last = max(r.turn for r in records)
     where = [
         f"- `{r.conversation}`: reuse ended at token {r.first_divergence} of {r.prompt_tokens} "
         f"(in {r.divergence_region}); "
         + (
             f"the prompt first changed at token {r.first_change} "
-            f"(in {r.change_region}): `{r.change_context!r}`"
+            f"(in {r.change_region}): {markdown_text(r.change_context)}"
             if r.first_change >= 0
             else "the prompt only extended the previous request and its reply"
         )
@@ -129,5 +133,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"warning: --replies own-confounded{confounded}", file=sys.stderr)
     if engine.source.synthetic:
         print("(synthetic random weights: the timings are real, the replies are not)", file=sys.stderr)
+    if partial:
+        return interrupted(len(records), "turns", out)
     print(f"results: {out}")
     return 0

@@ -20,9 +20,10 @@ from typing import Any
 
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.machinery.replayer import Conversation, Replayer, Request
+from engine.bench.machinery.replayer import Conversation, Replayer, Request, finished_turns
 from engine.bench.machinery.report import summarize, table, write_results
-from engine.bench.machinery.results import environment, run_dir
+from engine.bench.machinery.results import environment
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.machinery.trace_analysis import run_analysis
 from engine.errors import TraceError
 from engine.traces.analysis import replies
@@ -41,6 +42,9 @@ TURN_COLUMNS = [
     "cached_share",
     "ttft_s",
     "cold_ttft_s",
+    "first_divergence",
+    "divergence_region",
+    "first_change",
     "change_region",
     "change_context",
 ]
@@ -96,27 +100,36 @@ def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
     requests = [Request(r.messages, r.tools) for r in trace]
     following = replies(trace)
     conv = Conversation("trace", lambda t, _replies: requests[t], lambda t: following[t])
-    records = Replayer(engine, args.repeats).run([conv], len(requests), desc="replay")
+    replayer = Replayer(engine, args.repeats)
+    records, partial = finished_turns(lambda: replayer.run([conv], len(requests), desc="replay"))
+    if partial and not records:
+        return interrupted(0, "turns", None)
     name = trace[0].session
     out = run_dir(args, f"replay-{name}", engine)
-    rows = [r.row() for r in records]
+    # -1 (the prompt only extended the previous one) shows as "-"
+    rows = [r.row() | {"first_change": r.first_change if r.first_change >= 0 else None} for r in records]
     notes = [
-        "Per request: where the prompt first differs from the previous request plus its reply "
-        "(`change_region`, `change_context`: ⟂ marks the spot), and what reuse that left.",
+        "Per request: the token where reuse ended (`first_divergence`, block-aligned, and its region), "
+        "where the prompt first differs from the previous request plus its reply (`first_change`, "
+        "`change_region`, `change_context`: ⟂ marks the spot; - when it only extended it).",
         "",
         table(rows, TURN_COLUMNS),
     ]
     plot_ttft(records, out / "ttft_per_turn.png", f"TTFT per request: {name}")
     plot_cached_share(records, out / "cached_share.png", f"Cached share per request: {name}")
-    plot_token_strip(records, len(records), out / "token_strip.png", "Where reuse ends on the last request")
+    plot_token_strip(
+        records, records[-1].turn, out / "token_strip.png", "Where reuse ends on the last request"
+    )
     plots = [
         ("ttft_per_turn.png", "TTFT per request"),
         ("cached_share.png", "cached share per request"),
         ("token_strip.png", "token strip, last request"),
     ]
-    env = environment(engine, "replay", args)
+    env = environment(engine, "replay", args, partial)
     summary = summarize(records, "trace")
     write_results(out, f"Trace replay: {name}", env, records, summary, notes, plots)
     print(table(rows, TURN_COLUMNS))
+    if partial:
+        return interrupted(len(records), "turns", out)
     print(f"results: {out}")
     return 0

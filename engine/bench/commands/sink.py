@@ -20,8 +20,9 @@ from tqdm import tqdm
 from engine.arguments import float_flag, int_flag
 from engine.attention import attention_rows, token_labels
 from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, provenance, run_dir, write_csv, write_json
+from engine.bench.machinery.report import PARTIAL_NOTE, markdown_text, table
+from engine.bench.machinery.results import environment, provenance, write_csv, write_json
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
 from engine.engine import Engine
 from engine.errors import PromptError
@@ -142,9 +143,17 @@ def run_sink(args: argparse.Namespace) -> int:
     jobs = [
         (name, variant, v) for name, ids in prompts.items() for variant, v in variants(engine, ids).items()
     ]
-    records = [measure(engine, *job, args, reference) for job in tqdm(jobs, desc="sink", unit="prompt")]
+    records: list[dict[str, Any]] = []
+    try:
+        for job in tqdm(jobs, desc="sink", unit="prompt"):
+            records.append(measure(engine, *job, args, reference))
+        partial = False
+    except KeyboardInterrupt:  # keep the prompts that finished
+        partial = True
+        if not records:
+            return interrupted(0, "prompts", None)
     out = run_dir(args, "sink", engine)
-    env = environment(engine, "sink", args)
+    env = environment(engine, "sink", args, partial)
     write_json(out / "sink.json", {"environment": env, "records": records})
     write_csv(
         out / "sink.csv",
@@ -163,9 +172,12 @@ def run_sink(args: argparse.Namespace) -> int:
         ],
     )
     text = report(records, args, engine.source.model_id)
-    (out / "report.md").write_text("\n".join([*provenance(env), "", text]) + "\n")
+    head = [*provenance(env), "", *([PARTIAL_NOTE, ""] if partial else [])]
+    (out / "report.md").write_text("\n".join([*head, text]) + "\n")
     print(text)
     plot(records, args, engine, out)
+    if partial:
+        return interrupted(len(records), "prompts", out)
     print(f"results in {out}")
     return 0
 
@@ -177,7 +189,7 @@ def report(records: list[dict[str, Any]], args: argparse.Namespace, model: str) 
             "prompt": r["prompt"],
             "variant": r["variant"],
             "tokens": r["tokens"],
-            "token 0": r["first_token"].replace("|", "\\|"),
+            "token 0": r["first_token"],
             "mean": r["token0"]["mean"],
             "median": r["token0"]["median"],
             "max": r["token0"]["max"],
@@ -195,7 +207,7 @@ def report(records: list[dict[str, Any]], args: argparse.Namespace, model: str) 
     other = [
         f"- {r['prompt']}, {r['variant']}: "
         + "; ".join(
-            f"layer {i}: `{k['token']}` at {k['position']} ({k['score']:.2f})"
+            f"layer {i}: {markdown_text(k['token'])} at {k['position']} ({k['score']:.2f})"
             for i, k in enumerate(r["strongest_key"])
             if k["position"] != 0
         )

@@ -19,8 +19,9 @@ from tqdm import tqdm
 from engine.arguments import int_flag
 from engine.attention import AttentionMaps
 from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, provenance, run_dir, write_csv, write_json
+from engine.bench.machinery.report import PARTIAL_NOTE, table
+from engine.bench.machinery.results import environment, provenance, write_csv, write_json
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.chat import Message
 from engine.engine import Engine
 from engine.regions import STATUS_TAG, render_prompt
@@ -117,11 +118,17 @@ def run_case(engine: Engine, messages: list[Message], max_new_tokens: int) -> di
 
 def run_status_attention(args: argparse.Namespace) -> int:
     engine = open_engine(args)
-    cases = {
-        name: run_case(engine, msgs, args.max_new_tokens) for name, msgs in tqdm(CASES.items(), desc="cases")
-    }
+    cases: dict[str, dict[str, Any]] = {}
+    try:
+        for name, msgs in tqdm(CASES.items(), desc="cases"):
+            cases[name] = run_case(engine, msgs, args.max_new_tokens)
+        partial = False
+    except KeyboardInterrupt:  # keep the case that finished
+        partial = True
+        if not cases:
+            return interrupted(0, "cases", None)
     out = run_dir(args, "status-attention", engine)
-    env = environment(engine, "status-attention", args)
+    env = environment(engine, "status-attention", args, partial)
     write_json(
         out / "status_attention.json",
         {
@@ -148,9 +155,12 @@ def run_status_attention(args: argparse.Namespace) -> int:
     ]
     write_csv(out / "status_attention.csv", rows)
     text = report(cases, engine.source.model_id)
-    (out / "report.md").write_text("\n".join([*provenance(env), "", text]) + "\n")
+    head = [*provenance(env), "", *([PARTIAL_NOTE, ""] if partial else [])]
+    (out / "report.md").write_text("\n".join([*head, text]) + "\n")
     print(text)
     plot(cases, engine, out)
+    if partial:
+        return interrupted(len(cases), "cases", out)
     print(f"results in {out}")
     return 0
 
@@ -173,6 +183,8 @@ def report(cases: dict[str, dict[str, Any]], model: str) -> str:
     answers = "\n".join(
         f"- {name} ({c['answer_tokens']} tokens): {c['answer']!r}" for name, c in cases.items()
     )
+    if len(cases) < len(CASES):  # interrupted: nothing to compare
+        return "\n\n".join([f"# Status-bar attention: {model}", table(summary, list(summary[0])), answers])
     w, wo = cases["with status"]["last_row"], cases["without status"]["last_row"]
     per_layer = [
         {

@@ -10,9 +10,10 @@ from typing import Any
 from engine.arguments import int_flag
 from engine.bench.machinery.args import add_bench_args, open_engine
 from engine.bench.machinery.plots import plot_cached_share, plot_cumulative, plot_sweep, plot_token_strip
-from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord, reply_tokens
+from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord, finished_turns, reply_tokens
 from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, table, write_results
-from engine.bench.machinery.results import environment, run_dir, write_csv
+from engine.bench.machinery.results import environment, write_csv
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.machinery.stats import per_pass, spread
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
@@ -144,20 +145,26 @@ def sweep_point(engine: Engine, status: int, between: int, steps: int, repeats: 
 def main(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     traj = build_trajectory(engine.tokenizer, args.steps, args.status_tokens, args.between_tokens)
-    records = replay_status(engine, traj, list(STATUS_LAYOUTS), args.repeats, "statusbar")
+    records, partial = finished_turns(
+        lambda: replay_status(engine, traj, list(STATUS_LAYOUTS), args.repeats, "statusbar")
+    )
+    if partial and not records:
+        return interrupted(0, "turns", None)
     summary = summarize(records, "status-replace")
-    sweep = [
-        sweep_point(engine, s, r, n, args.repeats)
-        for s, r, n in itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps)
-    ]
+    points = list(itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps))
+    sweep: list[dict[str, Any]] = []
+    try:
+        for s, r, n in points if not partial else []:
+            sweep.append(sweep_point(engine, s, r, n, args.repeats))
+    except KeyboardInterrupt:  # keep the sweep points that finished
+        partial = True
 
     out = run_dir(args, "statusbar", engine)
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"
     plot_cumulative(records, out / "cumulative.png", f"Status-bar layouts: {title}")
     plot_cached_share(records, out / "cached_share.png", f"Cached share per step: {title}")
-    plot_token_strip(
-        records, args.steps, out / "token_strip.png", f"Where reuse ends at step {args.steps}: {title}"
-    )
+    last = max(r.turn for r in records)
+    plot_token_strip(records, last, out / "token_strip.png", f"Where reuse ends at step {last}: {title}")
     if sweep:
         plot_sweep(sweep, out / "sweep.png", f"Replace vs append, measured vs model: {title}")
         write_csv(out / "sweep.csv", sweep)
@@ -170,9 +177,10 @@ def main(args: argparse.Namespace) -> int:
         "Cost model: replace ≈ (N-1)(1-α)R, append ≈ αSN(N-1)/2 token-equivalents; α and the cost of a "
         "computed token c are measured per sweep point with the same new-token count and cached context "
         "(cached arm on the warm path, both arms back to back in each repeat).",
-        f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points; "
-        f"the measured sign is beyond the spread (min–max over passes all on one side of 0) in {beyond} "
-        f"of them, the others are within noise.",
+        f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points"
+        + (f" ({len(points)} asked)" if len(sweep) < len(points) else "")
+        + f"; the measured sign is beyond the spread (min–max over passes all on one side of 0) in {beyond} "
+        "of them, the others are within noise.",
         "",
         table(sweep, SWEEP_COLUMNS) if sweep else "",
     ]
@@ -184,7 +192,7 @@ def main(args: argparse.Namespace) -> int:
     write_results(
         out,
         "Status-bar layouts",
-        environment(engine, "statusbar", args),
+        environment(engine, "statusbar", args, partial),
         records,
         summary,
         notes,
@@ -194,5 +202,7 @@ def main(args: argparse.Namespace) -> int:
     print(table(summary, SUMMARY_COLUMNS))
     if sweep:
         print(table(sweep, SWEEP_COLUMNS))
+    if partial:
+        return interrupted(len(records), f"turns and {len(sweep)} of {len(points)} sweep points", out)
     print(f"results: {out}")
     return 0

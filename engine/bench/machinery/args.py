@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from engine.arguments import int_flag
+from engine.bench.machinery.run_folder import add_out_args, check_out
 from engine.cli import add_model_args, engine_options
 from engine.engine import Engine
 from engine.errors import ModelNotFoundError
@@ -23,7 +23,7 @@ def add_run_args(
 ) -> None:
     """What every bench command takes: the model (default `auto`), a results folder and a seed."""
     add_model_args(parser, default_model="auto")
-    parser.add_argument("--out", type=Path, default=None, help="results folder (default results/<run>)")
+    add_out_args(parser)
     parser.add_argument("--seed", type=int_flag(0), default=0, help=seed_help)
 
 
@@ -53,6 +53,7 @@ def chosen_model(args: argparse.Namespace) -> str:
 
 def open_engine(args: argparse.Namespace) -> Engine:
     """The engine of `chosen_model`, with a notice when its weights are synthetic."""
+    check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
     engine = load(model, args.device, args.dtype, seed=args.seed, **engine_options(args))
     if engine.source.synthetic:

@@ -99,6 +99,22 @@ def reply_tokens(engine: Engine, request: Request, reply: str | Message) -> list
     return engine.tokenizer(text, add_special_tokens=False).input_ids + list(engine.source.eos_ids[:1])
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a replay: `records` are the turns that finished (each over the passes it completed)."""
+
+    def __init__(self, records: list[TurnRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+
+def finished_turns(replay: Callable[[], list[TurnRecord]]) -> tuple[list[TurnRecord], bool]:
+    """The records of `replay()` and False, or after a Ctrl-C the turns that finished and True (partial)."""
+    try:
+        return replay(), False
+    except RunInterrupted as stop:
+        return stop.records, True
+
+
 class Replayer:
     def __init__(
         self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
@@ -117,6 +133,18 @@ class Replayer:
         return self._cold_engine
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
+        """One record per turn of each conversation; on Ctrl-C, RunInterrupted with the finished turns."""
+        # (conversation, turn) in replay order, once its first pass finished
+        self.finished: list[tuple[str, int]] = []
+        try:
+            return self._run(conversations, turns, desc)
+        except KeyboardInterrupt:
+            order = {c.name: i for i, c in enumerate(conversations)}
+            finished = sorted(self.finished, key=lambda key: (order[key[0]], key[1]))
+            records = [self._record(name, t, *self._state) for name, t in finished]
+            raise RunInterrupted(records) from None
+
+    def _run(self, conversations: list[Conversation], turns: int, desc: str) -> list[TurnRecord]:
         e = self.engine
         names = [c.name for c in conversations]
         for c in conversations:  # pass 0 runs in list order: a reference must come before its followers
@@ -130,6 +158,7 @@ class Replayer:
         # (conversation, turn) -> the request and its token ids, kept for inspection after the run
         self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
         requests = self.requests
+        self._state = (requests, forced, warm, cold, replies)  # what `_record` needs, also after a Ctrl-C
         # conversation -> (turn, why) when its request was refused
         self.refused: dict[str, tuple[int, str]] = {}
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
@@ -176,6 +205,8 @@ class Replayer:
                     if self.cold:
                         cold_gen = self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False)
                         cold.setdefault(key, []).append(cold_gen.timing.ttft_s)
+                    if p == 0:
+                        self.finished.append(key)
                     bar.update()
         bar.close()
         return [

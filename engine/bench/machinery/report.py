@@ -37,6 +37,11 @@ def _with_spread(row: dict[str, Any], key: str, values: Sequence[float], scale: 
     row |= {key: scale * s["median"], f"{key}_min": scale * s["min"], f"{key}_max": scale * s["max"]}
 
 
+PARTIAL_NOTE = "**Partial run**: interrupted (Ctrl-C); only what finished before it is recorded."
+# Characters that would break a markdown table row or a code span, shown visibly instead.
+MARKDOWN_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "\n": "⏎", "\r": "␍", "\t": "⇥"})
+
+
 def summarize(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, Any]]:
     """Per conversation: its TTFT over turns 2+ (turn 1 is a cold start for everyone) as one value per
     pass (the median over those turns), given as the median over passes with min-max; the ratio of that
@@ -118,6 +123,7 @@ def write_results(
         f"# {title}",
         "",
         *provenance(env),
+        *([PARTIAL_NOTE, ""] if env.get("partial") else []),
         f"- model: `{env['model']}` ({env['source']}, {weights}), digest `{env['weights_digest'][:16]}`",
         f"- device: {env['device']} ({env['device_name']}), dtype {env['dtype']}, "
         f"block size {env['block_size']}",
@@ -156,14 +162,15 @@ def _cell(row: dict[str, Any], column: str) -> str:
     return f"{value} [{_fmt(row[f'{column}_min'])}–{_fmt(row[f'{column}_max'])}]"
 
 
+def markdown_text(text: str) -> str:
+    """`text` on one line, safe in a markdown table cell or list item: newlines, tabs and carriage returns
+    shown as ⏎ ⇥ ␍; pipes, backticks and backslashes escaped."""
+    return text.translate(MARKDOWN_ESCAPES)
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
-    return one_line(str(value))
-
-
-def one_line(text: str) -> str:
-    """Text for a table row or a list item: line breaks (prompt text often has them) shown as ↵."""
-    return text.replace("\n", "↵")
+    return markdown_text(str(value))

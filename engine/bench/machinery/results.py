@@ -16,7 +16,7 @@ import torch
 
 from engine.engine import Engine
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[3]  # the checkout, for its commit only: results go to the cwd
 
 
 def git_commit() -> str:
@@ -36,17 +36,23 @@ def git_commit() -> str:
         return "unknown"
 
 
-def environment(engine: Engine, command: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Model, weights digest, dtype, device, versions, commit and the exact options of this run."""
-    return run_environment(engine.info, command, args)
+def environment(
+    engine: Engine, command: str, args: argparse.Namespace, partial: bool = False
+) -> dict[str, Any]:
+    """Model, weights digest, dtype, device, versions, commit and the exact options of this run; `partial`:
+    it was interrupted (Ctrl-C) and holds only what finished."""
+    return run_environment(engine.info, command, args, partial)
 
 
-def run_environment(info: dict[str, Any], command: str, args: argparse.Namespace) -> dict[str, Any]:
+def run_environment(
+    info: dict[str, Any], command: str, args: argparse.Namespace, partial: bool = False
+) -> dict[str, Any]:
     """`info` (`engine.identity`: what a run without an engine knows of its model) with the command, options,
-    commit, threads and date."""
+    commit, threads, date and whether the run was interrupted."""
     options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"}
     return info | {
         "command": command,
+        "partial": partial,
         "options": options,
         "commit": git_commit(),
         "threads": torch.get_num_threads(),
@@ -64,17 +70,6 @@ def provenance(env: dict[str, Any]) -> list[str]:
         )
         lines.insert(1, "> **its commit does not reproduce it.**")
     return lines
-
-
-def run_dir(args: argparse.Namespace, command: str, engine: Engine) -> Path:
-    """results/<command>-<model>-<device>, unless --out says otherwise."""
-    if args.out is not None:
-        out = args.out
-    else:
-        slug = engine.source.model_id.replace("/", "_").replace(":", "_").lower()
-        out = REPO / "results" / f"{command}-{slug}-{engine.device.type}"
-    out.mkdir(parents=True, exist_ok=True)
-    return out
 
 
 def write_json(path: Path, obj: Any) -> None:

@@ -8,14 +8,14 @@ loaded. The local cache gets the capacity a full replay on the same device would
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
 from engine.bench.machinery.args import chosen_model
 from engine.bench.machinery.plots import plot_pressure, plot_rule_shares, plot_strip
 from engine.bench.machinery.report import table
-from engine.bench.machinery.results import REPO, run_environment
+from engine.bench.machinery.results import run_environment
+from engine.bench.machinery.run_folder import check_out, model_slug, named_run_dir
 from engine.bench.machinery.trace_report import REQUEST_COLUMNS, rule_summary, write_trace_results
 from engine.block_manager import BlockManager
 from engine.devices import dtype_name, resolve_device, resolve_dtype
@@ -40,6 +40,7 @@ def open_tokenizer(args: argparse.Namespace) -> tuple[ModelSource, PreTrainedTok
 
 
 def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: list[str]) -> int:
+    check_out(args)  # a bad --out costs no tokenizer load
     source, tokenizer = open_tokenizer(args)
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)
@@ -55,9 +56,7 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
         sizes = capacities(analyzer.prompts, args.block_size, args.cache_tokens)
         pressure = sweep(analyzer.prompts, args.block_size, sizes)
     name = requests[0].session if len({r.session for r in requests}) == 1 else f"{len(args.traces)}-traces"
-    slug = source.model_id.replace("/", "_").replace(":", "_").lower()
-    out: Path = args.out or REPO / "results" / f"replay-analyze-{name}-{slug}"
-    out.mkdir(parents=True, exist_ok=True)
+    out = named_run_dir(args, f"replay-analyze-{name}-{model_slug(source.model_id)}")
     info = identity(source, dtype, device, args.block_size, num_blocks * args.block_size)
     env = run_environment(info, "replay --analyze", args)
     plot_rule_shares(

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from engine.bench.machinery.report import one_line, table
+from engine.bench.machinery.report import markdown_text, table
 from engine.bench.machinery.results import write_csv, write_json
 from engine.traces.analysis import AnalyzedRequest
 from engine.traces.pressure import PressurePoint
@@ -91,7 +91,7 @@ def write_trace_results(
     lines += [
         f"- {r.conversation} request {r.turn}: {r.lost_tokens} tokens the previous request had cached, "
         "recomputed; "
-        f"changed in `{r.change_region}` at token {r.first_change}: `{one_line(r.change_context)}`"
+        f"changed in `{r.change_region}` at token {r.first_change}: `{markdown_text(r.change_context)}`"
         for r in bad
     ]
     lines += [] if bad else ["- nothing: every request extends the previous one and its reply"]

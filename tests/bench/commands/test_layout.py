@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 
+from engine.devices import dtype_name
 
-def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
+
+def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -> None:
     out = tmp_path / "run"
     cmd = [
         sys.executable,
@@ -26,6 +28,10 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
         "2",
         "--out",
         str(out),
+        "--device",
+        str(device),
+        "--dtype",
+        dtype_name(dtype),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -45,6 +51,7 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
     data = json.loads((out / "turns.json").read_text())
     env = data["environment"]
     assert {"model", "weights_digest", "dtype", "device", "torch", "commit"} <= env.keys()
+    assert (env["device"], env["dtype"]) == (str(device), dtype_name(dtype))
     assert len(data["turns"]) == 6 and data["scenario"]["replies"] == "reference"
     replies = {(t["conversation"], t["turn"]): t["reply"] for t in data["turns"]}
     assert all(replies[("timestamp-first", n)] == replies[("stable-first", n)] for n in (1, 2, 3))

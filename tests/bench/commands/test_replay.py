@@ -70,6 +70,8 @@ def test_replay_command_end_to_end(tiny_dir, tmp_path) -> None:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "payments" in proc.stdout  # the table names what changed on request 4
+    header = proc.stdout.splitlines()[0]
+    assert "first_divergence" in header and "first_change" in header  # token indices of both points
     for name in (
         "turns.json",
         "turns.csv",

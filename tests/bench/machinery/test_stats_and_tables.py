@@ -1,9 +1,11 @@
-"""Timing spread (median, min, max, n) and the plain-text summary table."""
+"""Timing spread (median, min, max, n), the plain-text summary table and its markdown-safe cells."""
 
 from __future__ import annotations
 
+import re
+
 from engine.bench.machinery.replayer import TurnRecord
-from engine.bench.machinery.report import spread_notes, summarize, table
+from engine.bench.machinery.report import markdown_text, spread_notes, summarize, table
 from engine.bench.machinery.stats import spread, verdict
 
 
@@ -80,6 +82,10 @@ def test_summary_gives_per_pass_spread_ratio_range_and_verdict() -> None:
     assert "`slow` (higher)" in notes and "within noise (ranges overlap): `close`" in notes
 
 
-def test_a_cell_with_newlines_stays_on_its_row() -> None:
-    lines = table([{"context": "a\nb"}], ["context"]).splitlines()
-    assert len(lines) == 3 and lines[2] == "| a↵b     |"
+def test_contexts_cannot_break_a_markdown_table() -> None:
+    context = "x = f(a)\n| `b` \\ c⟂\td"
+    assert markdown_text(context) == "x = f(a)⏎\\| \\`b\\` \\\\ c⟂⇥d"
+    lines = table([{"change_context": context, "first_change": 12}], ["change_context", "first_change"])
+    lines = lines.splitlines()
+    assert len(lines) == 3  # header, rule, one row: the newline did not split it
+    assert len(re.findall(r"(?<!\\)\|", lines[2])) == 3  # only the cell separators are bare pipes

@@ -6,7 +6,6 @@ import functools
 
 import pytest
 
-import engine
 from engine.bench.machinery.replayer import Conversation, Replayer
 from engine.bench.workloads.layouts import LAYOUTS, WINDOW_MESSAGES
 from engine.bench.workloads.scenario import build_scenario
@@ -15,9 +14,9 @@ BS = 16
 
 
 @pytest.fixture(scope="module")
-def replayed(tiny_dir):
+def replayed(tiny_dir, load):
     """Every layout over one scenario with a long stable prefix, scripted replies, 2 passes."""
-    e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 15)
+    e = load(tiny_dir("qwen2", tokenizer=True), block_size=BS, cache_tokens=1 << 15)
     sc = build_scenario(e.tokenizer, "small", seed=1, turns=5, system_tokens=1200, tools=5, result_tokens=20)
     convs = [
         Conversation(n, functools.partial(f, sc), lambda t: sc.turns[t].reply) for n, f in LAYOUTS.items()
@@ -119,9 +118,9 @@ def test_same_content_in_every_layout(replayed) -> None:
         )
 
 
-def test_classic_timestamp_demonstration(tiny_dir) -> None:
+def test_classic_timestamp_demonstration(tiny_dir, load) -> None:
     """20 requests sharing a 2,000-character system prompt: a timestamp line at the top vs at the end."""
-    e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 14)
+    e = load(tiny_dir("qwen2", tokenizer=True), block_size=BS, cache_tokens=1 << 14)
     sc = build_scenario(e.tokenizer, "small", seed=2, system_tokens=600)
     system = sc.policies[:2000]
     assert len(system) == 2000

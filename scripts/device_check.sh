@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# One device end to end: device tests, benchmarks against transformers, layout bench, summary (at most 7.5 min
+# on a GPU). See scripts/device_check.py.
+#
+#   scripts/device_check.sh cuda|mps|cpu [--dry-run] [--out DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec "${PYTHON:-python}" scripts/device_check.py "$@"
