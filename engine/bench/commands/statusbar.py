@@ -117,7 +117,7 @@ def sweep_point(engine: Engine, status: int, between: int, steps: int, repeats: 
         )
 
     measured = spread(
-        1000 * (a - b) for a, b in zip(total["status-append"], total["status-replace"], strict=True)
+        1000 * (a - b) for a, b in zip(total["status-append"], total["status-replace"], strict=False)
     )
     predicted = [predict(a) for a in costs.alphas]
     return {

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
-from engine.bench.machinery.stats import spread  # noqa: E402
+from engine.bench.machinery.stats import per_pass, spread  # noqa: E402
 from engine.traces.analysis import AnalyzedRequest  # noqa: E402
 from engine.traces.pressure import PressurePoint  # noqa: E402
 
@@ -94,7 +94,8 @@ def plot_cumulative(records: Sequence[TurnRecord], path: Path, title: str) -> No
     for name, rs in _by_conversation(records).items():
         turns = [r.turn for r in rs]
         left.plot(turns, list(itertools.accumulate(r.computed_tokens for r in rs)), marker="o", label=name)
-        sums = [list(itertools.accumulate(run)) for run in zip(*(r.ttft_passes_s for r in rs), strict=True)]
+        passes = per_pass([r.ttft_passes_s for r in rs], list)  # passes that every turn completed
+        sums = [list(itertools.accumulate(run)) for run in passes]
         per_turn = [spread(values) for values in zip(*sums, strict=True)]
         y = [s["median"] for s in per_turn]
         err = _bars(y, [s["min"] for s in per_turn], [s["max"] for s in per_turn])

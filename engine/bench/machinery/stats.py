@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 
 def spread(values: Iterable[float]) -> dict[str, float]:
@@ -14,16 +15,18 @@ def spread(values: Iterable[float]) -> dict[str, float]:
 
 
 def per_pass(
-    series: Sequence[Sequence[float]], reduce: Callable[[Sequence[float]], float] = statistics.median
-) -> list[float]:
+    series: Sequence[Sequence[float]], reduce: Callable[[Sequence[float]], Any] = statistics.median
+) -> list[Any]:
     """One value per pass from several series of per-pass timings (e.g. the turns of a conversation):
-    `reduce` over the series, pass by pass. Every series holds the same number of passes."""
-    return [reduce(values) for values in zip(*series, strict=True)]
+    `reduce` over the series, pass by pass, for the passes every series completed (after a Ctrl-C the later
+    turns can be a pass short)."""
+    return [reduce(values) for values in zip(*series, strict=False)]
 
 
 def pass_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
-    """Ratio of two arms measured in the same passes, pass by pass (pairs share the machine's state)."""
-    return [a / b for a, b in zip(numerator, denominator, strict=True) if b > 0]
+    """Ratio of two arms measured in the same passes, pass by pass (pairs share the machine's state), for
+    the passes both completed."""
+    return [a / b for a, b in zip(numerator, denominator, strict=False) if b > 0]
 
 
 def verdict(a: Sequence[float], b: Sequence[float]) -> str:

@@ -6,7 +6,7 @@ import re
 
 from engine.bench.machinery.replayer import TurnRecord
 from engine.bench.machinery.report import markdown_text, spread_notes, summarize, table
-from engine.bench.machinery.stats import spread, verdict
+from engine.bench.machinery.stats import pass_ratios, per_pass, spread, verdict
 
 
 def test_spread_is_median_min_max_and_count() -> None:
@@ -28,6 +28,12 @@ def test_table_aligns_columns_and_formats_values() -> None:
 def test_ranged_columns_show_median_and_min_max() -> None:
     text = table([{"ttft_ms": 120.0, "ttft_ms_min": 110.0, "ttft_ms_max": 131.0}], ["ttft_ms"])
     assert "ttft_ms [min–max]" in text and "120 [110–131]" in text
+
+
+def test_per_pass_values_use_the_passes_every_turn_completed() -> None:
+    turns = [[1.0, 2.0, 3.0], [4.0, 6.0]]  # a Ctrl-C left the last turn one pass short
+    assert per_pass(turns) == [2.5, 4.0] and per_pass(turns, sum) == [5.0, 8.0]
+    assert pass_ratios([2.0, 4.0, 6.0], [1.0, 2.0]) == [2.0, 2.0]
 
 
 def test_verdict_needs_ranges_apart_and_more_than_one_pass() -> None:
