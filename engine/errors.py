@@ -52,3 +52,7 @@ class CompactionError(EngineError):
 
 class TraceError(EngineError):
     """A user-supplied trace file is unreadable or not in the expected format."""
+
+
+class KVPlanError(EngineError):
+    """An approximate K/V plan does not fit its prompt (wrong tokens, wrong length, nothing left to compute)."""

@@ -101,7 +101,9 @@ class StepContext:
 
     `start` is the absolute position of the first new token. New K/V are written to `write_slots`;
     attention reads positions [0, start + T) from `window` when decoding, else from `read_slots` (which
-    include the new ones). With `kv is None` there is no cache: the step is a plain causal forward from 0.
+    include the new ones). With `kv is None` and a `window`, the window alone holds the context (a private
+    one, as the approximate assemblies of engine/kv_edit.py build); with neither, the step is a plain
+    causal forward from 0.
     """
 
     start: int = 0

@@ -39,11 +39,24 @@ class Rotary:
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         self.cos, self.sin = emb.cos().to(device), emb.sin().to(device)
+        self.inv_freq = inv_freq.to(device)
 
     def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """x: [T, heads, head_dim]."""
         cos = self.cos[positions].unsqueeze(1).to(x.dtype)
         sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+        half = x.shape[-1] // 2
+        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+        return x * cos + rotated * sin
+
+    def shift(self, x: torch.Tensor, delta: int) -> torch.Tensor:
+        """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
+        composes, R(p + delta) = R(delta) R(p). x: [..., head_dim]; the angle is taken in float64."""
+        if delta == 0:
+            return x
+        angle = delta * self.inv_freq.double()
+        emb = torch.cat((angle, angle))
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         half = x.shape[-1] // 2
         rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
         return x * cos + rotated * sin
@@ -78,10 +91,10 @@ class Attention(nn.Module):
 
         if ctx.kv is not None:
             ctx.kv.write(self.layer, ctx.write_slots, k, v)
-            if ctx.window is not None:  # decoding: the context is already contiguous
-                k, v = ctx.window.extend(self.layer, ctx.start, k, v)
-            elif ctx.start > 0:  # a cached prefix: attend over everything the sequence holds
-                k, v = ctx.kv.read(self.layer, ctx.read_slots)
+        if ctx.window is not None:  # decoding, or a private window: the context is already contiguous
+            k, v = ctx.window.extend(self.layer, ctx.start, k, v)
+        elif ctx.kv is not None and ctx.start > 0:  # a cached prefix: attend over all the sequence holds
+            k, v = ctx.kv.read(self.layer, ctx.read_slots)
         if ctx.observe is not None:
             ctx.observe(self.layer, q, k)
         out = self._attend(q, k, v, ctx.start)
