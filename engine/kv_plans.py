@@ -88,3 +88,11 @@ def merge_computes(plan: Sequence[Segment]) -> list[Segment]:
         else:
             out.append(seg)
     return out
+
+
+def plan_prefix(source: Snapshot, token_ids: Sequence[int]) -> list[Segment]:
+    """Exact reuse only, as a prefix cache does (at token rather than block granularity): the longest common
+    prefix of the snapshot and the prompt is reused, everything after it computed."""
+    n = min(len(source.token_ids), len(token_ids) - 1)
+    common = next((i for i in range(n) if source.token_ids[i] != token_ids[i]), n)
+    return segments([(source, i) for i in range(common)] + [None] * (len(token_ids) - common))

@@ -9,10 +9,11 @@ from engine.cli import run
 
 def main(argv: list[str] | None = None) -> int:
     from engine.bench import compaction, layout, sink, status_attention, statusbar, trace
+    from engine.bench.commands import kv_compose, kv_edit
 
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (layout, trace, statusbar, compaction, sink, status_attention):  # each module registers its own subcommand and sets `func`
+    for module in (layout, trace, statusbar, compaction, sink, status_attention, kv_edit, kv_compose):  # each module registers its own subcommand and sets `func`
         module.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -1,0 +1,2 @@
+"""One module per `python -m engine.bench <command>`, named after the command, each with its
+`register(commands)`."""
