@@ -11,9 +11,9 @@ import functools
 import statistics
 
 from benchmarks.harness import Pair, Shapes, measure
-from engine.bench.layouts import LAYOUTS
-from engine.bench.replay import Conversation, Replayer, TurnRecord
-from engine.bench.scenario import build_scenario
+from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord
+from engine.bench.workloads.layouts import LAYOUTS
+from engine.bench.workloads.scenario import build_scenario
 from engine.engine import Engine
 
 LAYOUT_PAIR = ("stable-first", "timestamp-first")

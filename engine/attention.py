@@ -19,10 +19,10 @@ from transformers import PreTrainedTokenizerBase
 
 from engine.errors import AttentionTooLargeError, PromptError
 from engine.kv_cache import StepContext
-from engine.regions import Region, RenderedPrompt, render_prompt
+from engine.prompts import PromptEncoder
+from engine.regions import Region, RenderedPrompt
 
 if TYPE_CHECKING:
-    from engine.engine import Engine, Prompt
     from engine.model import Decoder
 
 MAX_BYTES = 2**30  # default ceiling on one capture's result
@@ -49,7 +49,7 @@ class AttentionMaps:
         return list(dict.fromkeys(r.label for r in self.regions))
 
     def region_shares(self) -> torch.Tensor:
-        """[layers, heads, rows, len(region_labels)]: each row's attention mass per region label; sums to 1."""
+        """[layers, heads, rows, len(region_labels)]: each row's attention mass per region label; sums 1."""
         labels = self.region_labels
         which = torch.empty(self.probs.shape[-1], dtype=torch.long)
         for r in self.regions:
@@ -64,10 +64,14 @@ class AttentionMaps:
 
 
 def attention_rows(
-    model: Decoder, ids: torch.Tensor, layers: Sequence[int], heads: Sequence[int], rows: Sequence[int],
+    model: Decoder,
+    ids: torch.Tensor,
+    layers: Sequence[int],
+    heads: Sequence[int],
+    rows: Sequence[int],
     sink: RowSink,
-) -> None:  # fmt: skip
-    """One causal forward over `ids`; hand each chosen layer's probabilities for `rows` to `sink`, by chunks."""
+) -> None:
+    """One causal forward over `ids`; each chosen layer's probabilities for `rows` go to `sink`, by chunks."""
     cfg = model.config
     wanted = set(layers)
     head = torch.tensor(list(heads), device=ids.device)
@@ -84,27 +88,37 @@ def attention_rows(
         k = k[:, kv_head].float().transpose(0, 1)  # [heads, length, head_dim]
         for first in range(0, len(row), step):
             r = row[first : first + step]
-            scores = (q[r][:, head].float().transpose(0, 1) * scale) @ k.transpose(1, 2)  # [heads, rows, length]
-            scores.masked_fill_(keys[None, None, :] > r[None, :, None], float("-inf"))  # causal: row r sees 0..r
+            scores = (q[r][:, head].float().transpose(0, 1) * scale) @ k.transpose(
+                1, 2
+            )  # [heads, rows, length]
+            scores.masked_fill_(
+                keys[None, None, :] > r[None, :, None], float("-inf")
+            )  # causal: row r sees 0..r
             sink(layer, first, scores.softmax(-1).cpu())
 
     model(ids, StepContext(observe=observe))
 
 
 def capture(
-    engine: Engine, prompt: RenderedPrompt, layers: Sequence[int] | None = None,
-    heads: Sequence[int] | None = None, rows: Sequence[int] | None = None, max_bytes: int = MAX_BYTES,
-) -> AttentionMaps:  # fmt: skip
+    model: Decoder,
+    prompts: PromptEncoder,
+    prompt: RenderedPrompt,
+    layers: Sequence[int] | None = None,
+    heads: Sequence[int] | None = None,
+    rows: Sequence[int] | None = None,
+    max_bytes: int = MAX_BYTES,
+) -> AttentionMaps:
     """Attention of the chosen layers, heads and rows (None: all; negative indices count from the end)."""
-    cfg, ids = engine.config, prompt.token_ids
-    engine.check_context(len(ids), 0)
+    cfg, ids = model.config, prompt.token_ids
+    prompts.check_context(len(ids), 0)
     layers = _indices("layer", layers, cfg.num_layers)
     heads = _indices("head", heads, cfg.num_heads)
     rows = _indices("row", rows, len(ids))
     need = 4 * len(layers) * len(heads) * len(rows) * len(ids)
     if need > max_bytes:
         raise AttentionTooLargeError(
-            f"attention for {len(layers)} layers x {len(heads)} heads x {len(rows)} rows x {len(ids)} keys needs "
+            f"attention for {len(layers)} layers x {len(heads)} heads x {len(rows)} rows x {len(ids)} keys "
+            "needs "
             f"{need / 2**30:.2f} GiB (float32), over the {max_bytes / 2**30:.2f} GiB limit; "
             f"ask for fewer layers, heads or rows (e.g. the last 64 rows)"
         )
@@ -114,26 +128,9 @@ def capture(
     def keep(layer: int, first: int, p: torch.Tensor) -> None:
         probs[slot[layer], :, first : first + p.shape[1]] = p
 
-    attention_rows(engine.model, torch.tensor(ids, device=engine.device), layers, heads, rows, keep)
-    tokens = token_labels(engine._tokenizer, ids)
+    attention_rows(model, torch.tensor(ids, device=model.embed.device), layers, heads, rows, keep)
+    tokens = token_labels(prompts.loaded_tokenizer, ids)
     return AttentionMaps(probs, layers, heads, rows, tokens, prompt.regions, list(ids))
-
-
-def as_rendered(engine: Engine, prompt: Prompt | RenderedPrompt) -> RenderedPrompt:
-    """Token ids and regions of a prompt as `generate` takes it: chat messages get their template regions,
-    raw text or token ids are one region."""
-    if isinstance(prompt, RenderedPrompt):
-        return prompt
-    if not isinstance(prompt, str) and len(prompt) and all(isinstance(m, dict) for m in prompt):
-        return render_prompt(engine.tokenizer, prompt)  # type: ignore[arg-type]
-    ids = engine.prompt_ids(prompt)
-    return RenderedPrompt(ids, prompt if isinstance(prompt, str) else "", [Region("prompt", "text", 0, len(ids))])
-
-
-def continue_greedily(engine: Engine, prompt: RenderedPrompt, max_new_tokens: int) -> RenderedPrompt:
-    """The prompt followed by its greedy continuation (EOS included), as a "generated" region."""
-    gen = engine.generate(prompt.token_ids, max_new_tokens=max_new_tokens, cache=False)
-    return prompt.with_generated(gen.token_ids)
 
 
 def token_labels(tokenizer: PreTrainedTokenizerBase | None, ids: Sequence[int]) -> list[str]:

@@ -10,21 +10,7 @@ from jinja2 import TemplateError
 from transformers import PreTrainedTokenizerBase
 
 from engine.errors import PromptError
-
-Message = dict[str, Any]
-ROLES = ("system", "user", "assistant", "tool")
-
-
-def validate_messages(messages: Sequence[Message]) -> None:
-    if not messages:
-        raise PromptError("empty prompt: the message list has no messages")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
-            raise PromptError(
-                f"message {i} must be a dict whose role is one of {', '.join(ROLES)}; got {m!r:.80}"
-            )
-        if not isinstance(m.get("content"), str) and not m.get("tool_calls"):
-            raise PromptError(f"message {i} ({m['role']}) has no text content and no tool calls")
+from engine.traces.messages import Message, validate_messages
 
 
 def supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
@@ -45,7 +31,8 @@ def _tool_calls_as_text(message: Message) -> Message:
     calls = []
     for call in message["tool_calls"]:
         fn = call.get("function", call)
-        calls.append(f"<tool_call>\n{json.dumps({'name': fn['name'], 'arguments': fn.get('arguments', {})})}\n</tool_call>")
+        call_json = json.dumps({"name": fn["name"], "arguments": fn.get("arguments", {})})
+        calls.append(f"<tool_call>\n{call_json}\n</tool_call>")
     content = "\n".join(([message["content"]] if message.get("content") else []) + calls)
     return {k: v for k, v in message.items() if k != "tool_calls"} | {"content": content}
 
@@ -72,8 +59,11 @@ def render_text(
             tools = None
     try:
         return tokenizer.apply_chat_template(
-            msgs, tools=list(tools) if tools else None, tokenize=False,
-            add_generation_prompt=add_generation_prompt, **template_options,
-        )  # fmt: skip
+            msgs,
+            tools=list(tools) if tools else None,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **template_options,
+        )
     except (TemplateError, TypeError, KeyError) as e:
         raise PromptError(f"the chat template rejected these messages: {e}") from None

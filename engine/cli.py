@@ -10,8 +10,12 @@ from engine.errors import EngineError
 
 
 def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = None) -> None:
-    parser.add_argument("--model", default=default_model, required=default_model is None,
-                        help="HF folder, hub id, .gguf file, smollm2-135m, or synthetic:<preset>")  # fmt: skip
+    parser.add_argument(
+        "--model",
+        default=default_model,
+        required=default_model is None,
+        help="HF folder, hub id, .gguf file, smollm2-135m, or synthetic:<preset>",
+    )
     parser.add_argument("--device", default=None, help="auto (default), cpu, cuda, cuda:N or mps")
     parser.add_argument("--dtype", default=None, help="auto (default), float32, bfloat16 or float16")
     parser.add_argument("--block-size", type=int, default=16, help="tokens per KV block (default 16)")

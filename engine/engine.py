@@ -7,27 +7,26 @@ publishing each block as it fills, so the next turn of a conversation reuses the
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from engine.attention import MAX_BYTES, AttentionMaps, as_rendered, capture, continue_greedily
+from engine.attention import MAX_BYTES, AttentionMaps, capture
 from engine.block_manager import BlockManager
-from engine.chat import Message, render_text
-from engine.devices import default_cache_bytes, device_description, dtype_name, now
-from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
+from engine.chat import Message
+from engine.devices import default_cache_bytes, dtype_name, now
+from engine.errors import PromptError
+from engine.identity import identity
 from engine.kv_cache import KVCache, SequenceKV, StepContext
 from engine.model import Decoder
 from engine.outputs import Generation, Timing, Usage
+from engine.prompts import Prompt, PromptEncoder
 from engine.regions import RenderedPrompt
 from engine.sampling import sample
 from engine.sequence import Sequence as Seq
 from engine.sources import ModelSource
-
-Prompt = str | Sequence[Message] | Sequence[int]
 
 
 class Engine:
@@ -46,7 +45,7 @@ class Engine:
         prefill_chunk: int = 4096,
     ) -> None:
         self.source, self.model, self.config = source, model, source.config
-        self._tokenizer = tokenizer
+        self.prompts = PromptEncoder(tokenizer, source.model_id, source.config)
         self.device, self.dtype = device, dtype
         self.cache_enabled = cache
         self.prefill_chunk = prefill_chunk
@@ -64,60 +63,30 @@ class Engine:
         self.blocks = BlockManager(num_blocks, block_size, namespace)
         self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)
 
-    # ---- identity -------------------------------------------------------------------------------
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        if self._tokenizer is None:
-            raise TokenizerMissingError(
-                f"{self.source.model_id} has no tokenizer files; use token ids, or add tokenizer.json to the folder"
-            )
-        return self._tokenizer
-
+    # ---- identity and prompts (see engine.identity, engine.prompts) ---------------------------------
     @property
     def info(self) -> dict[str, Any]:
         """What every result records about the model and machine it came from."""
-        import transformers
+        cache_tokens = self.blocks.num_blocks * self.blocks.block_size
+        return identity(self.source, self.dtype, self.device, self.blocks.block_size, cache_tokens)
 
-        return {
-            "model": self.source.model_id,
-            "source": self.source.kind,
-            "synthetic_weights": self.source.synthetic,
-            "weights_digest": self.source.digest,
-            "arch": self.config.arch,
-            "dtype": dtype_name(self.dtype),
-            "device": str(self.device),
-            "device_name": device_description(self.device),
-            "block_size": self.blocks.block_size,
-            "cache_tokens": self.blocks.num_blocks * self.blocks.block_size,
-            "torch": torch.__version__,
-            "transformers": transformers.__version__,
-            "python": platform.python_version(),
-        }
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self.prompts.tokenizer
 
-    # ---- prompts --------------------------------------------------------------------------------
     def render(
         self, messages: Sequence[Message], tools: Sequence[dict] | None = None, **template_options: Any
     ) -> list[int]:
         """Token ids of messages rendered with the model's chat template, ending in the generation prompt."""
-        text = render_text(self.tokenizer, messages, tools, **template_options)
-        return self.tokenizer(text, add_special_tokens=False).input_ids
+        return self.prompts.render(messages, tools, **template_options)
 
     def prompt_ids(self, prompt: Prompt) -> list[int]:
         """A string is encoded as raw text; a list of dicts is chat; a list of ints is used as is."""
-        if isinstance(prompt, str):
-            ids = self.tokenizer(prompt).input_ids if prompt else []
-        elif len(prompt) and all(isinstance(m, dict) for m in prompt):
-            ids = self.render(prompt)  # type: ignore[arg-type]
-        else:
-            ids = [int(t) for t in prompt]  # type: ignore[arg-type]
-            bad = [t for t in ids if not 0 <= t < self.config.vocab_size]
-            if bad:
-                raise PromptError(
-                    f"token id {bad[0]} is outside the vocabulary [0, {self.config.vocab_size})"
-                )
-        if not ids:
-            raise PromptError("empty prompt")
-        return ids
+        return self.prompts.ids(prompt)
+
+    def check_context(self, prompt_len: int, max_new_tokens: int) -> None:
+        """Refuse (never truncate) a request that does not fit the model's context."""
+        self.prompts.check_context(prompt_len, max_new_tokens)
 
     # ---- forward passes ---------------------------------------------------------------------------
     def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
@@ -128,15 +97,6 @@ class Engine:
 
     def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.long, device=self.device)
-
-    def check_context(self, prompt_len: int, max_new_tokens: int) -> None:
-        """Refuse (never truncate) a request that does not fit the model's context."""
-        limit = self.config.max_position_embeddings
-        if prompt_len + max_new_tokens > limit:
-            raise ContextOverflowError(
-                f"prompt of {prompt_len} tokens + max_new_tokens {max_new_tokens} exceeds the model's context "
-                f"of {limit} tokens; refused (prompts are never truncated)"
-            )
 
     def _forward(self, seq: Seq, start: int, end: int, window: SequenceKV | None = None) -> torch.Tensor:
         """Compute positions [start, end) of `seq`, writing their K/V; logits of the last one [vocab].
@@ -184,40 +144,48 @@ class Engine:
         seq = Seq(list(ids), salt=cache_salt)
         kept: list[torch.Tensor] | None = [] if return_logits else None
 
+        def pick(logits: torch.Tensor) -> int:  # sample the next token, keeping its logits if asked
+            if kept is not None:
+                kept.append(logits.cpu())
+            return sample(logits, temperature, top_p, gen)
+
         t0 = now(self.device)
         self.blocks.admit(seq, len(ids) + max_new_tokens, use_cache)
         t_lookup = now(self.device)
         try:
             logits = self._forward(seq, seq.num_kv, len(ids))
             t_prefill = now(self.device)
-            token = self._sample(logits, temperature, top_p, gen, kept)
+            token = pick(logits)
             t_first = now(self.device)
             if use_cache:
                 self.blocks.publish(seq)
-            finish = self._decode(
-                seq, token, max_new_tokens, temperature, top_p, gen, stop, on_token, use_cache, kept
-            )
+            finish = self._decode(seq, token, max_new_tokens, pick, stop, on_token, use_cache)
             t_end = now(self.device)
         finally:
             self.blocks.release(seq)
 
-        text = self._text(seq.generated)
+        text = self.prompts.text(seq.generated)
         hit_stop = next((s for s in stop or () if s in text), None)
         text = text[: text.index(hit_stop)] if hit_stop else text
         n_out = len(seq.generated)
-        usage = Usage(len(ids), seq.num_cached, len(ids) - seq.num_cached, n_out, seq.num_cached,
-                      self._divergence_context(ids, seq.num_cached))  # fmt: skip
+        cached, context = seq.num_cached, self.prompts.divergence_context(ids, seq.num_cached)
+        usage = Usage(len(ids), cached, len(ids) - cached, n_out, cached, context)
         decode_s = t_end - t_first
-        timing = Timing(t_first - t0, t_lookup - t0, t_prefill - t_lookup, decode_s,
-                        (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0)  # fmt: skip
+        rate = (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0
+        timing = Timing(t_first - t0, t_lookup - t0, t_prefill - t_lookup, decode_s, rate)
         out_logits = torch.stack(kept) if kept is not None else None
         return Generation(seq.generated, text, usage, timing, list(ids), finish, out_logits)
 
     def _decode(
-        self, seq: Seq, token: int, max_new: int, temperature: float, top_p: float,
-        gen: torch.Generator | None, stop: Sequence[str] | None, on_token: Callable[[str], None] | None,
-        use_cache: bool, kept: list[torch.Tensor] | None,
-    ) -> str:  # fmt: skip
+        self,
+        seq: Seq,
+        token: int,
+        max_new: int,
+        pick: Callable[[torch.Tensor], int],
+        stop: Sequence[str] | None,
+        on_token: Callable[[str], None] | None,
+        use_cache: bool,
+    ) -> str:
         """Append sampled tokens until EOS, a stop string or max_new; return the finish reason."""
         shown, window = "", self._window(seq, max_new) if max_new > 1 else None
         while True:
@@ -225,7 +193,7 @@ class Engine:
             if token in self.source.eos_ids:
                 return "stop"
             if on_token is not None or stop:
-                text = self._text(seq.generated)
+                text = self.prompts.text(seq.generated)
                 if on_token is not None and not text.endswith("\ufffd"):  # wait for whole UTF-8 characters
                     on_token(text[len(shown) :])
                     shown = text
@@ -236,7 +204,7 @@ class Engine:
             logits = self._forward(seq, seq.num_kv, seq.num_kv + 1, window)
             if use_cache:
                 self.blocks.publish(seq)
-            token = self._sample(logits, temperature, top_p, gen, kept)
+            token = pick(logits)
 
     def _window(self, seq: Seq, max_new: int) -> SequenceKV | None:
         """The prompt's K/V gathered once for decoding; None where device memory cannot hold the copy,
@@ -246,38 +214,28 @@ class Engine:
         except torch.OutOfMemoryError:
             return None
 
-    @staticmethod
-    def _sample(
-        logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None,
-        kept: list[torch.Tensor] | None,
-    ) -> int:  # fmt: skip
-        if kept is not None:
-            kept.append(logits.cpu())
-        return sample(logits, temperature, top_p, gen)
-
-    def _text(self, ids: list[int]) -> str:
-        return self._tokenizer.decode(ids, skip_special_tokens=True) if self._tokenizer is not None else ""
-
-    def _divergence_context(self, ids: list[int], index: int, width: int = 24) -> str:
-        """The prompt text around the first token not served from cache, marked with ⟂."""
-        if self._tokenizer is None or index >= len(ids):
-            return ""
-        before = self._tokenizer.decode(ids[max(0, index - width) : index])
-        after = self._tokenizer.decode(ids[index : index + width])
-        return f"{before}⟂{after}"
-
-    # ---- attention ---------------------------------------------------------------------------------
+    # ---- attention (computed by engine.attention from this engine's model) ----------------------------
     def attention(
-        self, prompt: Prompt | RenderedPrompt, layers: Sequence[int] | None = None,
-        heads: Sequence[int] | None = None, rows: Sequence[int] | None = None, *,
-        max_new_tokens: int = 0, max_bytes: int = MAX_BYTES,
-    ) -> AttentionMaps:  # fmt: skip
+        self,
+        prompt: Prompt | RenderedPrompt,
+        layers: Sequence[int] | None = None,
+        heads: Sequence[int] | None = None,
+        rows: Sequence[int] | None = None,
+        *,
+        max_new_tokens: int = 0,
+        max_bytes: int = MAX_BYTES,
+    ) -> AttentionMaps:
         """Attention probabilities of the chosen layers, heads and query rows (None: all), from this
         engine's own queries and keys; `max_new_tokens` > 0 decodes greedily first and adds those rows."""
-        rendered = as_rendered(self, prompt)
+        rendered = self.prompts.rendered(prompt)
         if max_new_tokens > 0:
-            rendered = continue_greedily(self, rendered, max_new_tokens)
-        return capture(self, rendered, layers, heads, rows, max_bytes)
+            rendered = self.continue_greedily(rendered, max_new_tokens)
+        return capture(self.model, self.prompts, rendered, layers, heads, rows, max_bytes)
+
+    def continue_greedily(self, prompt: RenderedPrompt, max_new_tokens: int) -> RenderedPrompt:
+        """The prompt followed by its greedy continuation (EOS included), as a "generated" region."""
+        gen = self.generate(prompt.token_ids, max_new_tokens=max_new_tokens, cache=False)
+        return prompt.with_generated(gen.token_ids)
 
     # ---- cache control -------------------------------------------------------------------------------
     def reset_cache(self) -> None:

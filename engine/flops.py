@@ -21,7 +21,8 @@ def matmul_params(cfg: ModelConfig) -> int:
 
 def forward_flops(cfg: ModelConfig, start: int, end: int) -> int:
     """FLOPs to compute positions [start, end) with positions [0, start) already cached, LM head for the
-    last one: a cold prefill is (0, n), a cached prefill (S, S + V), a decode step at context L is (L, L + 1)."""
+    last one: a cold prefill is (0, n), a cached prefill (S, S + V), a decode step at context L is
+    (L, L + 1)."""
     if not 0 <= start < end:
         raise ValueError(f"need 0 <= start < end, got start={start}, end={end}")
     keys = (end * (end + 1) - start * (start + 1)) // 2  # sum of (p + 1) over p in [start, end)

@@ -1,4 +1,5 @@
-"""Where kvtestbed keeps converted models, tokenizers and weight digests: `$KVTESTBED_CACHE` or ~/.cache/kvtestbed."""
+"""Where kvtestbed keeps converted models, tokenizers and weight digests: `$KVTESTBED_CACHE` or
+~/.cache/kvtestbed."""
 
 from __future__ import annotations
 

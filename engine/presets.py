@@ -11,11 +11,23 @@ from engine.config import ModelConfig
 
 def _qwen2(hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tied: bool) -> ModelConfig:
     return ModelConfig(
-        arch="qwen2", vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads,
-        num_kv_heads=kv, head_dim=hidden // heads, intermediate_size=inter, rope_theta=1_000_000.0,
-        rms_norm_eps=1e-6, max_position_embeddings=32768, tie_word_embeddings=tied,
-        qkv_bias=True, o_bias=False, mlp_bias=False, qk_norm=False,
-    )  # fmt: skip
+        arch="qwen2",
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        head_dim=hidden // heads,
+        intermediate_size=inter,
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        max_position_embeddings=32768,
+        tie_word_embeddings=tied,
+        qkv_bias=True,
+        o_bias=False,
+        mlp_bias=False,
+        qk_norm=False,
+    )
 
 
 SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
@@ -39,5 +51,5 @@ SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
         o_bias=False,
         mlp_bias=False,
         qk_norm=True,
-    ),  # fmt: skip
+    ),
 }

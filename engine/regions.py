@@ -48,22 +48,22 @@ class RenderedPrompt:
         return self.regions[bisect.bisect_right(starts, index) - 1]
 
 
-def _common_prefix(a: str, b: str) -> int:
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """Length of the longest common prefix of two sequences (strings, token ids)."""
     n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def _common_suffix(a: str, b: str) -> int:
-    return _common_prefix(a[::-1], b[::-1])
+    return common_prefix(a[::-1], b[::-1])
 
 
 def _default_system_end(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None,
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None,
     **template_options: Any,
-) -> int:  # fmt: skip
+) -> int:
     """Characters of the system prompt written before a first message that is not one (0: none): the
     template's default, or the one `render_text` adds to carry tools a template cannot place."""
     if messages[0]["role"] == "system":
@@ -73,27 +73,37 @@ def _default_system_end(
     def render(msgs: list[Message]) -> str:
         return render_text(tokenizer, msgs, tools, add_generation_prompt=False, **template_options)
 
-    alone, system_only, after_system = render(list(messages[:1])), render([system]), render([system, messages[0]])
-    own = after_system[_common_prefix(system_only, after_system) :]  # the first message's own rendering
+    alone, system_only, after_system = (
+        render(list(messages[:1])),
+        render([system]),
+        render([system, messages[0]]),
+    )
+    own = after_system[common_prefix(system_only, after_system) :]  # the first message's own rendering
     # A template that renders the first message differently after a system message: no default found.
     return len(alone) - len(own) if alone.endswith(own) else 0
 
 
 def _tools_span(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[Message], tools: Sequence[dict[str, Any]],
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]],
     **template_options: Any,
-) -> tuple[int, int]:  # fmt: skip
+) -> tuple[int, int]:
     """Characters [a, b) that rendering the first message with tools adds to rendering it without."""
     first = list(messages[:1])
     bare = render_text(tokenizer, first, None, add_generation_prompt=False, **template_options)
     with_tools = render_text(tokenizer, first, tools, add_generation_prompt=False, **template_options)
-    a = _common_prefix(bare, with_tools)
+    a = common_prefix(bare, with_tools)
     return a, max(len(with_tools) - _common_suffix(bare, with_tools), a)
 
 
 def _labels(messages: Sequence[Message]) -> list[tuple[str, str]]:
-    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"
-                     and not str(m.get("content", "")).lstrip().startswith(STATUS_TAG)), default=-1)  # fmt: skip
+    users = [
+        i
+        for i, m in enumerate(messages)
+        if m["role"] == "user" and not str(m.get("content", "")).lstrip().startswith(STATUS_TAG)
+    ]
+    last_user = max(users, default=-1)
     out = []
     for i, m in enumerate(messages):
         if i == 0 and m["role"] == "system":
@@ -123,8 +133,10 @@ def render_prompt(
     spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
     cursor = default_end
     for i, (label, kind) in enumerate(_labels(messages)):
-        prefix = render_text(tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options)
-        end = max(_common_prefix(prefix, full), cursor)
+        prefix = render_text(
+            tokenizer, messages[: i + 1], tools, add_generation_prompt=False, **template_options
+        )
+        end = max(common_prefix(prefix, full), cursor)
         spans.append((cursor, label, kind))
         cursor = end
     spans.append((cursor, "generation prompt", "template"))

@@ -53,9 +53,11 @@ def test_metrics_are_ratios_within_the_run(tmp_path: Path) -> None:
 
 
 def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
-    steps = [record(0.09, case="decode", impl="ours", context=4096),
-             record(0.10, case="decode", impl="ours-gather", context=4096),
-             record(0.12, case="decode", impl="transformers", context=4096)]  # fmt: skip
+    steps = [
+        record(0.09, case="decode", impl="ours", context=4096),
+        record(0.10, case="decode", impl="ours-gather", context=4096),
+        record(0.12, case="decode", impl="transformers", context=4096),
+    ]
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
     got = bench_compare.metrics(bench_compare.load_run(path))

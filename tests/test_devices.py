@@ -21,8 +21,11 @@ if torch.backends.mps.is_available():
     CASES += [("mps", "float16")]
 
 
-@pytest.fixture(scope="module", params=[(d, t, k) for d, t in CASES for k in ("qwen2", "qwen3")],
-                ids=lambda p: "-".join(p))  # fmt: skip
+@pytest.fixture(
+    scope="module",
+    params=[(d, t, k) for d, t in CASES for k in ("qwen2", "qwen3")],
+    ids=lambda p: "-".join(p),
+)
 def setup(request, tiny_dir):
     """(our engine, transformers logits in the dtype, float32 reference logits, E, prompt) on the device."""
     device, dtype, kind = request.param

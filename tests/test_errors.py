@@ -96,7 +96,8 @@ def test_shape_mismatch_names_tensor_and_shapes(copy_of) -> None:
     edit_config(folder, intermediate_size=96)
     with pytest.raises(
         WeightsError,
-        match=r"model\.layers\.0\.mlp\.gate_proj\.weight has shape \(128, 64\) but the config implies \(96, 64\)",
+        match=r"model\.layers\.0\.mlp\.gate_proj\.weight has shape \(128, 64\) "
+        r"but the config implies \(96, 64\)",
     ):
         engine.load(str(folder))
 
@@ -124,8 +125,10 @@ def test_garbage_gguf(tmp_path) -> None:
         engine.load(str(bad))
 
 
-@pytest.mark.parametrize(("device", "message"), [("tpu", "unknown device"), ("cuda", "CUDA is not available"),
-                                                 ("mps", "MPS is not available")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("tpu", "unknown device"), ("cuda", "CUDA is not available"), ("mps", "MPS is not available")],
+)
 def test_bad_or_absent_device(tiny_dir, device: str, message: str) -> None:
     import torch
 
@@ -163,8 +166,14 @@ def test_token_ids_outside_vocabulary(tiny_dir) -> None:
         e.generate([1, 2, 99999], max_new_tokens=2)
 
 
-@pytest.mark.parametrize("args", [["--model", "/no/such/model"], ["--model", "smollm2-135m", "--dtype", "fp7"],
-                                  ["--model", "smollm2-135m", "--prompt", "  "]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--model", "/no/such/model"],
+        ["--model", "smollm2-135m", "--dtype", "fp7"],
+        ["--model", "smollm2-135m", "--prompt", "  "],
+    ],
+)
 def test_cli_prints_one_line_and_exits_2(args: list[str]) -> None:
     argv = [sys.executable, "-m", "engine.generate", "--prompt", "hi", *args]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)

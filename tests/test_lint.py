@@ -9,6 +9,10 @@ from pathlib import Path
 
 def test_ruff_is_clean() -> None:
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "engine", "tests", "benchmarks", "scripts"],
-                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "engine", "tests", "benchmarks", "scripts"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,5 +1,6 @@
 """Prompt regions: every token labelled, in order, with the message it came from, for two chat templates
-(SmolLM2's ChatML without tool support, where tools are folded into the system text, and Qwen2.5's with it)."""
+(SmolLM2's ChatML without tool support, where tools are folded into the system text, and Qwen2.5's with
+it)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,31 @@ from engine.chat import render_text
 from engine.regions import Region, RenderedPrompt, render_prompt
 from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
 
-TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
-          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+]
 MESSAGES = [
     {"role": "system", "content": "You are a weather bot."},
     {"role": "user", "content": "Is it raining in Oslo?"},
-    {"role": "assistant", "content": "",
-     "tool_calls": [{"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}
+        ],
+    },
     {"role": "tool", "content": '{"rain": true, "mm": 3}'},
     {"role": "assistant", "content": "Yes, 3 mm of rain."},
     {"role": "user", "content": "And tomorrow?"},
     {"role": "user", "content": "<agent_status>get_weather invoked 1 time</agent_status>"},
-]  # fmt: skip
+]
 
 
 @pytest.fixture(scope="module", params=["smollm2", "qwen2.5"])
@@ -41,7 +55,9 @@ def _check_cover(prompt: RenderedPrompt) -> None:
 
 
 def _text(tokenizer, prompt: RenderedPrompt, label: str) -> str:
-    return "".join(tokenizer.decode(prompt.token_ids[r.start : r.end]) for r in prompt.regions if r.label == label)
+    return "".join(
+        tokenizer.decode(prompt.token_ids[r.start : r.end]) for r in prompt.regions if r.label == label
+    )
 
 
 def test_tokens_are_those_of_the_rendered_text(tokenizer) -> None:
@@ -54,12 +70,23 @@ def test_tokens_are_those_of_the_rendered_text(tokenizer) -> None:
 def test_every_message_has_its_own_labelled_region(tokenizer) -> None:
     prompt = render_prompt(tokenizer, MESSAGES, TOOLS)
     labels = list(dict.fromkeys(r.label for r in prompt.regions))
-    assert labels == ["system", "tools", "user #1", "assistant #2", "tool #3", "assistant #4", "latest user",
-                      "status", "generation prompt"]  # fmt: skip
+    assert labels == [
+        "system",
+        "tools",
+        "user #1",
+        "assistant #2",
+        "tool #3",
+        "assistant #4",
+        "latest user",
+        "status",
+        "generation prompt",
+    ]
     kinds = {r.label: r.kind for r in prompt.regions}
     assert (kinds["status"], kinds["latest user"], kinds["tool #3"]) == ("status", "latest_user", "history")
     assert "You are a weather bot." in _text(tokenizer, prompt, "system")
-    assert "get_weather" in _text(tokenizer, prompt, "tools") and "Oslo" not in _text(tokenizer, prompt, "tools")
+    assert "get_weather" in _text(tokenizer, prompt, "tools") and "Oslo" not in _text(
+        tokenizer, prompt, "tools"
+    )
     assert "Is it raining in Oslo?" in _text(tokenizer, prompt, "user #1")
     assert "Oslo" in _text(tokenizer, prompt, "assistant #2")  # the tool call's arguments
     assert '"mm": 3' in _text(tokenizer, prompt, "tool #3")
@@ -90,7 +117,9 @@ _message = st.tuples(st.sampled_from(["user", "assistant"]), _text_st)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(system=st.booleans(), turns=st.lists(_message, min_size=1, max_size=5))
 def test_any_conversation_is_covered(tokenizer, system: bool, turns: list[tuple[str, str]]) -> None:
-    messages = [{"role": "system", "content": "Be brief."}] * system + [{"role": r, "content": c} for r, c in turns]
+    messages = [{"role": "system", "content": "Be brief."}] * system + [
+        {"role": r, "content": c} for r, c in turns
+    ]
     prompt = render_prompt(tokenizer, messages)
     _check_cover(prompt)
     assert prompt.regions[-1].label == "generation prompt"

@@ -51,8 +51,15 @@ def test_digest_changes_with_weights(tiny_dir, tmp_path) -> None:
 
 
 def test_rope_theta_from_either_key() -> None:
-    base = {"architectures": ["Qwen2ForCausalLM"], "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
-            "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 16}  # fmt: skip
+    base = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": 10,
+        "hidden_size": 8,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "intermediate_size": 16,
+    }
     assert ModelConfig.from_hf(base | {"rope_theta": 123.0}).rope_theta == 123.0
     nested = base | {"rope_parameters": {"rope_type": "default", "rope_theta": 456.0}}
     assert ModelConfig.from_hf(nested).rope_theta == 456.0
@@ -64,7 +71,13 @@ def test_rope_theta_from_either_key() -> None:
 def test_synthetic_presets_have_real_shapes() -> None:
     q = SYNTHETIC_PRESETS["qwen2.5-0.5b"]
     assert (q.hidden_size, q.num_layers, q.num_heads, q.num_kv_heads, q.head_dim, q.intermediate_size) == (
-        896, 24, 14, 2, 64, 4864)  # fmt: skip
+        896,
+        24,
+        14,
+        2,
+        64,
+        4864,
+    )
     q3 = SYNTHETIC_PRESETS["qwen3-0.6b"]
     assert (q3.hidden_size, q3.num_layers, q3.num_heads, q3.num_kv_heads, q3.head_dim) == (
         1024,

@@ -55,8 +55,10 @@ def test_digits_split_one_by_one(pair) -> None:
 def test_special_tokens_and_chat_template(pair) -> None:
     tok, _ = pair
     assert tok.convert_tokens_to_ids(["<|endoftext|>", "<|im_start|>", "<|im_end|>"]) == [
-        QWEN_FIRST_SPECIAL_ID, QWEN_FIRST_SPECIAL_ID + 1, QWEN_FIRST_SPECIAL_ID + 2,
-    ]  # fmt: skip
+        QWEN_FIRST_SPECIAL_ID,
+        QWEN_FIRST_SPECIAL_ID + 1,
+        QWEN_FIRST_SPECIAL_ID + 2,
+    ]
     tools = [{"type": "function", "function": {"name": "get_time", "parameters": {"type": "object"}}}]
     text = render_text(
         tok, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], tools

@@ -55,11 +55,32 @@ def test_head_views(maps) -> None:
     assert torch.equal(head_view(maps, "max")[0][:, 0], maps.probs.amax(1))
 
 
-@pytest.mark.parametrize("argv", [
-    ["--layer", "-1", "--head", "2", "--transform", "log"],  # one large panel
-    ["--layer", "all", "--head", "mean", "--rows", "last:8", "--transform", "sqrt"],  # one panel per layer
-    ["--layer", "0", "--head", "all", "--transform", "exclude-sink", "--max-new-tokens", "3"],  # heads grid
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--layer", "-1", "--head", "2", "--transform", "log"],  # one large panel
+        [
+            "--layer",
+            "all",
+            "--head",
+            "mean",
+            "--rows",
+            "last:8",
+            "--transform",
+            "sqrt",
+        ],  # one panel per layer
+        [
+            "--layer",
+            "0",
+            "--head",
+            "all",
+            "--transform",
+            "exclude-sink",
+            "--max-new-tokens",
+            "3",
+        ],  # heads grid
+    ],
+)
 def test_views_are_written(viz, tmp_path, argv: list[str]) -> None:
     out = tmp_path / "map.png"
     assert viz("--prompt", "Why is the sky blue?", *argv, "--out", out) == 0
@@ -68,30 +89,42 @@ def test_views_are_written(viz, tmp_path, argv: list[str]) -> None:
 
 def test_messages_file_with_tools(viz, tmp_path) -> None:
     path = tmp_path / "chat.json"
-    path.write_text(json.dumps({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]}))
+    path.write_text(
+        json.dumps({"messages": CHAT, "tools": [{"type": "function", "function": {"name": "f"}}]})
+    )
     assert viz("--messages", path, "--layer", "3", "--rows", "last:4", "--out", tmp_path / "m.png") == 0
 
 
-@pytest.mark.parametrize("argv, error, message", [
-    (["--prompt", "hi", "--layer", "30"], PromptError, "layer 30 is out of range"),
-    (["--prompt", "hi", "--layer", "0", "--head", "9"], PromptError, "head 9 is out of range"),
-    (["--messages", "/no/such.json"], PromptError, "does not exist"),
-    (["--prompt", "hi " * 1100, "--head", "all"], AttentionTooLargeError, "GiB"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv, error, message",
+    [
+        (["--prompt", "hi", "--layer", "30"], PromptError, "layer 30 is out of range"),
+        (["--prompt", "hi", "--layer", "0", "--head", "9"], PromptError, "head 9 is out of range"),
+        (["--messages", "/no/such.json"], PromptError, "does not exist"),
+        (["--prompt", "hi " * 1100, "--head", "all"], AttentionTooLargeError, "GiB"),
+    ],
+)
 def test_bad_requests_raise_typed_errors(viz, argv: list[str], error: type, message: str) -> None:
     with pytest.raises(error, match=message):
         viz(*argv)
 
 
-@pytest.mark.parametrize("spec, text", [(cli.rows_spec, "first:3"), (cli.rows_spec, "last:0"),
-                                        (cli.head_spec, "median"), (cli.layer_spec, "x")])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec, text",
+    [(cli.rows_spec, "first:3"), (cli.rows_spec, "last:0"), (cli.head_spec, "median"), (cli.layer_spec, "x")],
+)
 def test_bad_specs_are_argument_errors(spec, text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         spec(text)
 
 
 def test_specs() -> None:
-    assert (cli.rows_spec("last:16"), cli.rows_spec("all"), cli.layer_spec("-1"), cli.layer_spec("all")) == (16, None, -1, None)
+    assert (cli.rows_spec("last:16"), cli.rows_spec("all"), cli.layer_spec("-1"), cli.layer_spec("all")) == (
+        16,
+        None,
+        -1,
+        None,
+    )
     assert (cli.head_spec("3"), cli.head_spec("max")) == (3, "max")
 
 

@@ -1,1 +1,3 @@
-"""Layout, replay, status-bar, compaction and attention-sink experiments run through the engine."""
+"""Experiments run through the engine: `commands/` (one module per `python -m engine.bench <command>`),
+`workloads/` (what is replayed and how it is laid out) and `machinery/` (replaying, statistics, results,
+plots)."""

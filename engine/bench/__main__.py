@@ -8,12 +8,21 @@ from engine.cli import run
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench import compaction, layout, sink, status_attention, statusbar, trace
-    from engine.bench.commands import kv_compose, kv_edit
+    from engine.bench.commands import (
+        compaction,
+        kv_compose,
+        kv_edit,
+        layout,
+        replay,
+        sink,
+        status_attention,
+        statusbar,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    for module in (layout, trace, statusbar, compaction, sink, status_attention, kv_edit, kv_compose):  # each module registers its own subcommand and sets `func`
+    # each command module registers its own subcommand and sets `func`
+    for module in (layout, replay, statusbar, compaction, sink, status_attention, kv_edit, kv_compose):
         module.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)

@@ -1,7 +1,8 @@
 """`python -m engine.viz heatmap`: attention heatmaps of a prompt, from the engine's own queries and keys.
 
 --layer L|all, --head H|mean|max|all (all: a layer × head grid), --rows last:K|all (last rows: the cheap view
-of a long prompt), --transform none|log|sqrt|exclude-sink, --max-new-tokens N adds the rows of a greedy answer.
+of a long prompt), --transform none|log|sqrt|exclude-sink, --max-new-tokens N adds the rows of a greedy
+answer.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from engine.attention import as_rendered, continue_greedily
 from engine.cli import add_model_args, engine_options, run
 from engine.errors import PromptError
 from engine.loader import load
 from engine.regions import RenderedPrompt, render_prompt
+from engine.traces.messages import split_request
 from engine.viz.heatmap import TRANSFORMS, draw
 
 
@@ -35,7 +36,9 @@ def head_spec(text: str) -> int | str:
     try:
         return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--head must be an integer, mean, max or all, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"--head must be an integer, mean, max or all, got {text!r}"
+        ) from None
 
 
 def rows_spec(text: str) -> int | None:
@@ -56,7 +59,7 @@ def read_messages(path: Path) -> tuple[list[dict], list[dict] | None]:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise PromptError(f"--messages: {path} is not valid JSON ({e})") from None
-    messages, tools = (data.get("messages"), data.get("tools")) if isinstance(data, dict) else (data, None)
+    messages, tools = split_request(data)
     if not isinstance(messages, list):
         raise PromptError(f"--messages: {path} holds no list of messages")
     return messages, tools
@@ -72,14 +75,18 @@ def heatmap(args: argparse.Namespace) -> int:
         raise PromptError(f"--max-new-tokens must be 0 or more, got {args.max_new_tokens}")
     engine = load(args.model, args.device, args.dtype, **engine_options(args))
     if engine.source.synthetic:
-        print(f"[{args.model}: synthetic random weights: these maps show no trained behaviour]", file=sys.stderr)
+        print(
+            f"[{args.model}: synthetic random weights: these maps show no trained behaviour]", file=sys.stderr
+        )
     prompt: RenderedPrompt
     if messages is not None:
         prompt = render_prompt(engine.tokenizer, messages[0], messages[1])
     else:
-        prompt = as_rendered(engine, args.prompt if args.raw else [{"role": "user", "content": args.prompt}])
+        prompt = engine.prompts.rendered(
+            args.prompt if args.raw else [{"role": "user", "content": args.prompt}]
+        )
     if args.max_new_tokens:
-        prompt = continue_greedily(engine, prompt, args.max_new_tokens)
+        prompt = engine.continue_greedily(prompt, args.max_new_tokens)
     n = len(prompt.token_ids)
     rows = None if args.rows is None else range(n - min(args.rows, n), n)
     layers = None if args.layer is None else [args.layer]
@@ -93,8 +100,9 @@ def heatmap(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.viz", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m engine.viz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("heatmap", help="attention heatmap(s) of one prompt, written to a PNG")
     add_model_args(p)
@@ -106,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--head", type=head_spec, default="mean", help="a head index, mean (default), max, or all")
     p.add_argument("--rows", type=rows_spec, default=None, help="all (default) or last:K query rows")
     p.add_argument("--transform", choices=list(TRANSFORMS), default="none", help="colour scale transform")
-    p.add_argument("--max-new-tokens", type=int, default=0, help="decode N tokens greedily and show their rows too")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=0, help="decode N tokens greedily and show their rows too"
+    )
     p.add_argument("--out", type=Path, default=Path("attention.png"), help="PNG file (default attention.png)")
     p.set_defaults(func=heatmap)
     args = parser.parse_args(argv)

@@ -10,9 +10,15 @@ import torch
 
 
 def line_chart(
-    series: Mapping[str, tuple[Sequence[float], Sequence[float]]], out: Path, *, title: str, xlabel: str,
-    ylabel: str, hline: float | None = None, logx: bool = False,
-) -> None:  # fmt: skip
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    out: Path,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    hline: float | None = None,
+    logx: bool = False,
+) -> None:
     """One line per named (x, y) series; `hline` marks a threshold."""
     fig, ax = plt.subplots(figsize=(9, 4.5))
     styles = ["-", "--", ":", "-."]

@@ -62,9 +62,15 @@ def draw(maps: AttentionMaps, head: str, transform: str, out: Path, title: str) 
     n_layers, n_panels = data.shape[:2]
     if n_layers * n_panels == 1:
         rows, length = data.shape[2:]
-        fig, ax = plt.subplots(figsize=(min(22, max(7, 3 + 0.13 * min(length, 170))),
-                                        min(22, max(3.5, 2.5 + 0.13 * min(rows, 170)))))  # fmt: skip
-        im = ax.imshow(data[0, 0].numpy(), cmap=cmap, vmin=0, vmax=vmax, aspect="auto", interpolation="nearest")
+        fig, ax = plt.subplots(
+            figsize=(
+                min(22, max(7, 3 + 0.13 * min(length, 170))),
+                min(22, max(3.5, 2.5 + 0.13 * min(rows, 170))),
+            )
+        )
+        im = ax.imshow(
+            data[0, 0].numpy(), cmap=cmap, vmin=0, vmax=vmax, aspect="auto", interpolation="nearest"
+        )
         _label_tokens(ax, maps)
         _draw_regions(ax, maps, names=True)
         ax.set_title(f"{title}, layer {maps.layers[0]}, {names[0]}", pad=40)
@@ -80,15 +86,24 @@ def draw(maps: AttentionMaps, head: str, transform: str, out: Path, title: str) 
         for ax in axes[len(grid) :]:
             ax.axis("off")
         for ax, (layer, p) in zip(axes, grid, strict=False):
-            im = ax.imshow(data[layer, p].numpy(), cmap=cmap, vmin=0, vmax=vmax, aspect="auto", interpolation="nearest")
+            im = ax.imshow(
+                data[layer, p].numpy(), cmap=cmap, vmin=0, vmax=vmax, aspect="auto", interpolation="nearest"
+            )
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.set_title(f"L{maps.layers[layer]} {names[p] if n_panels > 1 else ''}".strip(), fontsize=7, pad=2)
+            ax.set_title(
+                f"L{maps.layers[layer]} {names[p] if n_panels > 1 else ''}".strip(), fontsize=7, pad=2
+            )
             _draw_regions(ax, maps, names=False)
-        fig.suptitle(f"{title} ({names[0] if n_panels == 1 else 'layer × head'}; regions: "
-                     f"{', '.join(maps.region_labels)})", fontsize=9)  # fmt: skip
+        fig.suptitle(
+            f"{title} ({names[0] if n_panels == 1 else 'layer × head'}; regions: "
+            f"{', '.join(maps.region_labels)})",
+            fontsize=9,
+        )
         axes = axes[: len(grid)]
-    fig.colorbar(im, ax=axes, label=TRANSFORMS[transform][1], fraction=0.03, pad=0.12 if len(axes) == 1 else 0.03)
+    fig.colorbar(
+        im, ax=axes, label=TRANSFORMS[transform][1], fraction=0.03, pad=0.12 if len(axes) == 1 else 0.03
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110 if len(axes) < 50 else 72, bbox_inches="tight")  # big grids: smaller files
     plt.close(fig)
@@ -99,8 +114,10 @@ def _label_tokens(ax: plt.Axes, maps: AttentionMaps) -> None:
     for axis, positions in ((ax.xaxis, list(range(len(maps.tokens)))), (ax.yaxis, maps.rows)):
         step = math.ceil(len(positions) / MAX_TICKS)
         shown = range(0, len(positions), step)
-        labels = [maps.tokens[positions[i]] if step == 1 else f"{positions[i]} {maps.tokens[positions[i]]}"
-                  for i in shown]  # fmt: skip
+        labels = [
+            maps.tokens[positions[i]] if step == 1 else f"{positions[i]} {maps.tokens[positions[i]]}"
+            for i in shown
+        ]
         axis.set_ticks(list(shown), labels, fontsize=6)
     plt.setp(ax.get_xticklabels(), rotation=90)
 
@@ -123,7 +140,9 @@ def _draw_regions(ax: plt.Axes, maps: AttentionMaps, names: bool) -> None:
     if not names:
         return
     top = ax.secondary_xaxis("top")
-    top.set_xticks([(r.start + r.end - 1) / 2 for r in maps.regions], [r.label for r in maps.regions], fontsize=7)
+    top.set_xticks(
+        [(r.start + r.end - 1) / 2 for r in maps.regions], [r.label for r in maps.regions], fontsize=7
+    )
     plt.setp(top.get_xticklabels(), rotation=40, ha="left")
     right = ax.secondary_yaxis("right")
     right.set_yticks([(a + b) / 2 for _, a, b in row_runs], [r.label for r, _, _ in row_runs], fontsize=7)

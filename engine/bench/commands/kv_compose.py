@@ -19,9 +19,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.bench.common import add_run_args, environment, open_engine, run_dir, table, write_csv, write_json
 from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
 from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, run_plan, score, summarize
+from engine.bench.machinery.args import add_run_args, open_engine
+from engine.bench.machinery.report import table
+from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
 from engine.bench.workloads.skills import QUESTIONS, SKILLS, layouts, note, skill_text, template_parts
 from engine.kv_edit import Compute, snapshot
 from engine.kv_plans import Part, plan_prefix, plan_splice

@@ -20,11 +20,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.bench.common import add_run_args, environment, open_engine, run_dir, table, write_csv, write_json
 from engine.bench.machinery.approx_plots import plot_agreement, plot_layer_cosine
 from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, run_plan, score, summarize
-from engine.bench.scenario import build_scenario
+from engine.bench.machinery.args import add_run_args, open_engine
+from engine.bench.machinery.report import table
+from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
 from engine.bench.workloads.field_edit import context, decision, messages, pairs
+from engine.bench.workloads.scenario import build_scenario
 from engine.bench.workloads.time_line import TIE_IN_LAYOUTS, consecutive
 from engine.engine import Engine
 from engine.kv_edit import Compute, snapshot

@@ -11,7 +11,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from engine.bench.scenario import POLICIES
+from engine.bench.workloads.scenario import POLICIES
 from engine.chat import Message
 
 COT = " Think step by step first, then give the answer."

@@ -3,9 +3,9 @@ scripted reply (what a cache holds when the next request comes), the later one a
 
 from __future__ import annotations
 
-from engine.bench.layouts import LAYOUTS
-from engine.bench.replay import reply_tokens
-from engine.bench.scenario import Scenario
+from engine.bench.machinery.replayer import reply_tokens
+from engine.bench.workloads.layouts import LAYOUTS
+from engine.bench.workloads.scenario import Scenario
 from engine.engine import Engine
 
 TIE_IN_LAYOUTS = ("stable-first", "timestamp-first")

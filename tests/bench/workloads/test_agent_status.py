@@ -7,15 +7,21 @@ import math
 import pytest
 
 import engine
-from engine.bench.costs import (
+from engine.bench.commands.statusbar import replay_status
+from engine.bench.machinery.replayer import reply_tokens
+from engine.bench.workloads.agent_status import (
+    STATUS_LAYOUTS,
+    build_trajectory,
+    call_message,
+    render_status,
+    status_request,
+)
+from engine.bench.workloads.costs import (
     append_extra_tokens,
     break_even_between,
     measure_token_costs,
     replace_extra_tokens,
 )
-from engine.bench.replay import reply_tokens
-from engine.bench.status import STATUS_LAYOUTS, build_trajectory, call_message, render_status, status_request
-from engine.bench.statusbar import replay_status
 
 BS = 16
 
@@ -50,7 +56,7 @@ def test_replace_breaks_only_where_the_previous_status_was(run) -> None:
     recs = by["status-replace"]
     for prev, r in zip(recs[1:], recs[2:], strict=False):
         old_status = next(start for label, start, _ in prev.regions if label == "status")
-        # the message now in its place starts with the same role marker, so the change is at most one token later
+        # the message now in its place starts with the same role marker: the change is at most one token later
         assert old_status <= r.first_change <= old_status + 1
         assert r.cached_tokens == r.first_change // BS * BS
 

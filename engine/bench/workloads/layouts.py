@@ -12,8 +12,8 @@ import json
 import random
 from collections.abc import Callable
 
-from engine.bench.replay import Request
-from engine.bench.scenario import Scenario, Turn
+from engine.bench.machinery.replayer import Request
+from engine.bench.workloads.scenario import Scenario, Turn
 from engine.chat import Message
 
 WINDOW_MESSAGES = 6  # sliding-window: history messages kept
@@ -33,7 +33,9 @@ def _exchange(turn: Turn, user: Message) -> list[Message]:
     return [user, turn.call, {"role": "tool", "content": turn.result}]
 
 
-def _history(sc: Scenario, t: int, replies: list[str], user: Callable[[Turn], Message] = _user) -> list[Message]:
+def _history(
+    sc: Scenario, t: int, replies: list[str], user: Callable[[Turn], Message] = _user
+) -> list[Message]:
     msgs: list[Message] = []
     for turn, reply in zip(sc.turns[:t], replies[:t], strict=True):
         msgs += _exchange(turn, user(turn)) + [{"role": "assistant", "content": reply}]
@@ -45,7 +47,8 @@ def _system(text: str) -> Message:
 
 
 def _request(sc: Scenario, t: int, replies: list[str], system: str, **user_options: bool) -> Request:
-    """System prompt `system`, the history, then this turn's exchange; user messages built with `user_options`."""
+    """System prompt `system`, the history, then this turn's exchange; user messages built with
+    `user_options`."""
 
     def user(turn: Turn) -> Message:
         return _user(turn, **user_options)
@@ -86,7 +89,9 @@ def sliding_window(sc: Scenario, t: int, replies: list[str]) -> Request:
     start = max(0, len(history) - WINDOW_MESSAGES)
     while start < len(history) and history[start]["role"] == "tool":  # never keep a result without its call
         start += 1
-    return Request([_system(sc.policies), *history[start:], *_exchange(sc.turns[t], _user(sc.turns[t]))], sc.tools)
+    return Request(
+        [_system(sc.policies), *history[start:], *_exchange(sc.turns[t], _user(sc.turns[t]))], sc.tools
+    )
 
 
 def _as_text(m: Message) -> str:
@@ -98,7 +103,9 @@ def _as_text(m: Message) -> str:
 
 def text_format(sc: Scenario, t: int, replies: list[str]) -> Request:
     tail = stable_first(sc, t, replies).messages[1:]
-    return Request([_system(sc.policies), {"role": "user", "content": "\n".join(_as_text(m) for m in tail)}], sc.tools)
+    return Request(
+        [_system(sc.policies), {"role": "user", "content": "\n".join(_as_text(m) for m in tail)}], sc.tools
+    )
 
 
 LAYOUTS: dict[str, Callable[[Scenario, int, list[str]], Request]] = {

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.bench.sink import PROMPTS, load_prompt, measure, sink_rows, summary, transformers_rows, variants
+from engine.bench.commands.sink import measure, sink_rows, summary, transformers_rows
+from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
 from engine.errors import PromptError
 
-COMMITTED = Path(__file__).resolve().parents[1] / "results" / "sink-smollm2-135m-cpu" / "sink.json"
+COMMITTED = Path(__file__).resolve().parents[3] / "results" / "sink-smollm2-135m-cpu" / "sink.json"
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +24,9 @@ def fixed(smollm2) -> list[int]:
 def test_shares_match_transformers_eager(smollm2, fixed) -> None:
     from transformers import AutoModelForCausalLM
 
-    reference = AutoModelForCausalLM.from_pretrained(str(smollm2.source.weights_dir), dtype=torch.float32,
-                                                     attn_implementation="eager").eval()  # fmt: skip
+    reference = AutoModelForCausalLM.from_pretrained(
+        str(smollm2.source.weights_dir), dtype=torch.float32, attn_implementation="eager"
+    ).eval()
     first, first_k, _ = sink_rows(smollm2, fixed, 9, 4)
     ref_first, ref_first_k = transformers_rows(reference, fixed, 9, 4)
     assert first.shape == (30, 9, len(fixed) - 9)
@@ -47,7 +49,8 @@ def test_committed_numbers_reproduce(smollm2) -> None:
 
 
 def test_a_prefix_has_the_first_rows_of_the_whole(smollm2, fixed) -> None:
-    """Causality, which the by-length statistics rely on: a prefix's rows are the whole prompt's first rows."""
+    """Causality, which the by-length statistics rely on: a prefix's rows are the whole prompt's first
+    rows."""
     whole, _, _ = sink_rows(smollm2, fixed, 9, 4)
     prefix, _, _ = sink_rows(smollm2, fixed[:20], 9, 4)
     assert torch.allclose(prefix, whole[..., :11], atol=1e-5)
@@ -58,7 +61,10 @@ def test_variants_with_and_without_a_leading_special_token(smollm2, fixed) -> No
     assert chat["leading special"] == fixed and chat["no leading special"] == fixed[1:]
     raw = smollm2.prompt_ids("Plain text, no special token.")
     text = variants(smollm2, raw)
-    assert text["no leading special"] == raw and text["leading special"] == [smollm2.tokenizer.bos_token_id, *raw]
+    assert text["no leading special"] == raw and text["leading special"] == [
+        smollm2.tokenizer.bos_token_id,
+        *raw,
+    ]
 
 
 def test_summary_statistics() -> None:

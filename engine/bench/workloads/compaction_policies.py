@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.bench.longchat import durable_lines
+from engine.bench.workloads.longchat import durable_lines
 from engine.chat import Message
 from engine.errors import CompactionError
 
@@ -53,16 +53,20 @@ class History:
         head: list[Message] = []
         if self.folded:
             tag = "notes" if self.dropped else "summary"
-            body = [f"Turns 1-{self.folded} were {'dropped' if self.dropped else 'summarized'}.",
-                    *([self.prose] if self.prose else []), *self.notes]  # fmt: skip
+            body = [
+                f"Turns 1-{self.folded} were {'dropped' if self.dropped else 'summarized'}.",
+                *([self.prose] if self.prose else []),
+                *self.notes,
+            ]
             head = [{"role": "user", "content": f"<{tag}>\n" + "\n".join(body) + f"\n</{tag}>"}]
         return head + [m for turn in self.turns for m in turn]
 
 
 def extractive_summary(previous: str, turns: list[list[Message]]) -> str:
     """Deterministic: the orders the folded turns touched (the last eight), nothing invented."""
-    seen = re.findall(r"\d{5}", previous) + [o for turn in turns for m in turn
-                                             for o in re.findall(r"order (\d{5})", str(m.get("content") or ""))]  # fmt: skip
+    seen = re.findall(r"\d{5}", previous) + [
+        o for turn in turns for m in turn for o in re.findall(r"order (\d{5})", str(m.get("content") or ""))
+    ]
     recent = list(dict.fromkeys(reversed(seen)))[:8][::-1]
     return f"Orders handled earlier: {', '.join(recent)}." if recent else ""
 
@@ -72,8 +76,13 @@ def _text(messages: list[Message]) -> str:
 
 
 class Compactor:
-    def __init__(self, policy: str, budget: int, count: Callable[[list[Message]], int],
-                 summarizer: Summarizer = extractive_summary) -> None:  # fmt: skip
+    def __init__(
+        self,
+        policy: str,
+        budget: int,
+        count: Callable[[list[Message]], int],
+        summarizer: Summarizer = extractive_summary,
+    ) -> None:
         self.name, self.policy, self.budget = policy, POLICIES[policy], budget
         self.count, self.summarizer = count, summarizer
 
@@ -95,8 +104,10 @@ class Compactor:
                 raise CompactionError(f"{self.name} dropped durable line {lost[0]!r}; compaction rejected")
         after = self.count(frame(history))
         if after > self.budget:
-            raise CompactionError(f"request of {after} tokens exceeds the budget of {self.budget} tokens under "
-                                  f"policy {self.name}; refused, never cut")  # fmt: skip
+            raise CompactionError(
+                f"request of {after} tokens exceeds the budget of {self.budget} tokens under "
+                f"policy {self.name}; refused, never cut"
+            )
         return "; ".join(events) + (f" ({before} -> {after} tokens)" if events else "")
 
     def _clear_results(self, history: History) -> int:
@@ -111,7 +122,9 @@ class Compactor:
     def _fold(self, history: History, frame: Callable[[History], list[Message]]) -> int:
         """Fold the oldest turns (all of them with fold_all) until the request is under the target."""
         folded: list[list[Message]] = []
-        while history.turns and (self.policy.fold_all or self.count(frame(history)) > self.policy.target * self.budget):
+        while history.turns and (
+            self.policy.fold_all or self.count(frame(history)) > self.policy.target * self.budget
+        ):
             turn = history.turns.pop(0)
             folded.append(turn)
             history.notes += durable_lines(_text(turn))

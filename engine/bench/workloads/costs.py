@@ -37,7 +37,7 @@ def measure_token_costs(engine: Engine, context: int, new: int, repeats: int = 3
 
 
 def replace_extra_tokens(status: int, between: int, updates: int, alpha: float) -> float:
-    """Replacing the status recomputes the `between` tokens after the old one, at every update but the first."""
+    """Replacing the status recomputes the `between` tokens after the old one, at each update but the 1st."""
     return (updates - 1) * (1 - alpha) * between
 
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.bench.workloads.sizing import lines_until
+
 POLICIES = [
     "Verify the customer's identity before disclosing any order details.",
     "Never promise delivery dates that the carrier has not confirmed.",
@@ -94,41 +96,61 @@ def _tool(name: str, description: str, rng: random.Random) -> dict[str, Any]:
     params = {"order_id": {"type": "string"}}
     extra = rng.choice(["reason", "amount", "priority", "note", "locale", "channel"])
     params[extra] = {"type": "string", "description": f"Optional {extra}."}
-    return {"type": "function", "function": {"name": name, "description": description,
-            "parameters": {"type": "object", "properties": params, "required": ["order_id"]}}}  # fmt: skip
+    parameters = {"type": "object", "properties": params, "required": ["order_id"]}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
 
 
-def _fill(tokenizer: PreTrainedTokenizerBase, target: int, make_line: Any) -> str:
-    """Append generated lines until the text reaches `target` tokens."""
-    lines: list[str] = []
-    while len(tokenizer("\n".join(lines), add_special_tokens=False).input_ids) < target:
-        lines.append(make_line(len(lines)))
-    return "\n".join(lines)
+def _result_line(rng: random.Random, order: int, i: int) -> str:
+    sku, status = (
+        rng.randint(1000, 9999),
+        rng.choice(["packed", "shipped", "in transit", "delivered", "returned"]),
+    )
+    day, hour, minute = rng.randint(1, 29), rng.randint(0, 23), rng.randint(0, 59)
+    updated = f"2026-11-{day:02d}T{hour:02d}:{minute:02d}Z"
+    fields = f'"order": {order}, "line": {i + 1}, "sku": "SKU-{sku}", "status": "{status}"'
+    return f'{{{fields}, "updated": "{updated}"}}'
 
 
-def build_scenario(tokenizer: PreTrainedTokenizerBase, scale: str = "small", seed: int = 0,
-                   turns: int | None = None, **sizes: int) -> Scenario:  # fmt: skip
+def build_scenario(
+    tokenizer: PreTrainedTokenizerBase,
+    scale: str = "small",
+    seed: int = 0,
+    turns: int | None = None,
+    **sizes: int,
+) -> Scenario:
     """A scenario at one of the SCALES; keyword sizes (e.g. system_tokens=2000) override the scale's."""
     sizes = SCALES[scale] | sizes
     rng = random.Random(seed)
     policy_order = rng.sample(POLICIES, len(POLICIES))
-    policies = "You are the support agent of an online shop. Follow these policies:\n" + _fill(
+    numbered = lines_until(
         tokenizer, sizes["system_tokens"], lambda i: f"{i + 1}. {policy_order[i % len(policy_order)]}"
     )
+    policies = "You are the support agent of an online shop. Follow these policies:\n" + "\n".join(numbered)
     tools = [_tool(n, d, rng) for n, d in rng.sample(TOOL_NAMES, sizes["tools"])]
     out: list[Turn] = []
     for t in range(turns or sizes["turns"]):
         order = rng.randint(10000, 99999)
         tool = rng.choice(tools)["function"]["name"]
-        call = {"role": "assistant", "content": "",
-                "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": {"order_id": str(order)}}}]}  # fmt: skip
-        result = _fill(tokenizer, sizes["result_tokens"], lambda i, o=order: (
-            f'{{"order": {o}, "line": {i + 1}, "sku": "SKU-{rng.randint(1000, 9999)}", '
-            f'"status": "{rng.choice(["packed", "shipped", "in transit", "delivered", "returned"])}", '
-            f'"updated": "2026-11-{rng.randint(1, 29):02d}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}Z"}}'))  # fmt: skip
-        out.append(Turn(
-            task=rng.choice(TASKS).format(n=order), call=call, result=result,
-            reply=f"I checked order {order} with {tool}: it is {rng.choice(['on its way', 'ready', 'done'])}.",
-            time=f"2026-11-30 09:{t * 3 % 60:02d}:{rng.randint(0, 59):02d} UTC", credits=500 - 7 * t,
-        ))  # fmt: skip
+        arguments = {"order_id": str(order)}
+        call = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": arguments}}],
+        }
+        result = lines_until(tokenizer, sizes["result_tokens"], lambda i, o=order: _result_line(rng, o, i))
+        task = rng.choice(TASKS).format(n=order)
+        outcome = rng.choice(["on its way", "ready", "done"])
+        out.append(
+            Turn(
+                task=task,
+                call=call,
+                result="\n".join(result),
+                reply=f"I checked order {order} with {tool}: it is {outcome}.",
+                time=f"2026-11-30 09:{t * 3 % 60:02d}:{rng.randint(0, 59):02d} UTC",
+                credits=500 - 7 * t,
+            )
+        )
     return Scenario(policies, tools, out, sizes["reply_tokens"], seed)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.bench.scenario import SCALES, build_scenario
+from engine.bench.workloads.scenario import SCALES, build_scenario
 from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
 
 

@@ -10,13 +10,36 @@ import sys
 
 def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "engine.bench", "layout", "--model", str(tiny_dir("qwen2", tokenizer=True)),
-           "--layouts", "timestamp-first", "stable-first", "--turns", "3", "--repeats", "2",
-           "--replies", "scripted", "--out", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "engine.bench",
+        "layout",
+        "--model",
+        str(tiny_dir("qwen2", tokenizer=True)),
+        "--layouts",
+        "timestamp-first",
+        "stable-first",
+        "--turns",
+        "3",
+        "--repeats",
+        "2",
+        "--replies",
+        "scripted",
+        "--out",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    for name in ("turns.json", "turns.csv", "summary.csv", "report.md", "ttft_per_turn.png", "cached_share.png",
-                 "token_strip.png"):  # fmt: skip
+    for name in (
+        "turns.json",
+        "turns.csv",
+        "summary.csv",
+        "report.md",
+        "ttft_per_turn.png",
+        "cached_share.png",
+        "token_strip.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     summary = {row["conversation"]: row for row in csv.DictReader((out / "summary.csv").open())}
     assert float(summary["stable-first"]["ttft_ratio"]) == 1.0  # the baseline comes first, whatever the order
@@ -29,6 +52,10 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path) -> None:
 
 
 def test_bad_layout_name_is_a_usage_error(tiny_dir) -> None:
-    proc = subprocess.run([sys.executable, "-m", "engine.bench", "layout", "--layouts", "upside-down"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "engine.bench", "layout", "--layouts", "upside-down"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "invalid choice" in proc.stderr

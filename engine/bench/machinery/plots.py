@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from engine.bench.replay import TurnRecord  # noqa: E402
+from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
 
 
 def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord]]:
@@ -45,8 +45,13 @@ def plot_ttft(records: Sequence[TurnRecord], path: Path, title: str) -> None:
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=name)
     if any(r.cold_ttft_s for r in records):
         first = next(iter(groups.values()))
-        ax.plot([r.turn for r in first], [r.cold_ttft_s * 1000 for r in first], "k--", alpha=0.6,
-                label=f"cold (no cache), {first[0].conversation}")  # fmt: skip
+        ax.plot(
+            [r.turn for r in first],
+            [r.cold_ttft_s * 1000 for r in first],
+            "k--",
+            alpha=0.6,
+            label=f"cold (no cache), {first[0].conversation}",
+        )
     ax.set(xlabel="turn", ylabel="TTFT (ms)", title=title)
     _save(fig, path, ax)
 
@@ -77,13 +82,19 @@ def plot_compaction(records: Sequence[TurnRecord], path: Path, title: str) -> No
     timestamp-first prefix (right); one line per policy, compaction events marked."""
     fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True, sharey="row")
     for col, prefix in enumerate(("stable", "timestamp-first")):
-        for name, rs in _by_conversation([r for r in records if r.conversation.endswith("/" + prefix)]).items():
+        for name, rs in _by_conversation(
+            [r for r in records if r.conversation.endswith("/" + prefix)]
+        ).items():
             policy, turns = name.split("/")[0], [r.turn for r in rs]
             (line,) = axes[0][col].plot(turns, [100 * r.meta["utilization"] for r in rs], label=policy)
             axes[1][col].plot(turns, [100 * r.cached_share for r in rs], color=line.get_color(), label=policy)
             marks = [r for r in rs if r.meta["compaction"]]
-            axes[0][col].scatter([r.turn for r in marks], [100 * r.meta["utilization"] for r in marks],
-                                 color=line.get_color(), s=14)  # fmt: skip
+            axes[0][col].scatter(
+                [r.turn for r in marks],
+                [100 * r.meta["utilization"] for r in marks],
+                color=line.get_color(),
+                s=14,
+            )
         axes[0][col].set(title=f"{prefix} prefix", ylabel="budget used (%)")
         axes[1][col].set(xlabel="turn", ylabel="prompt tokens from cache (%)", ylim=(-3, 103))
     for ax in axes.flat:
@@ -97,7 +108,7 @@ def plot_compaction(records: Sequence[TurnRecord], path: Path, title: str) -> No
 
 
 def plot_token_strip(records: Sequence[TurnRecord], turn: int, path: Path, title: str) -> None:
-    """One bar per conversation: its prompt on `turn`, cached tokens green, computed orange, regions marked."""
+    """One bar per conversation: its prompt on `turn`; cached tokens green, computed orange, regions."""
     rows = [r for r in records if r.turn == turn]
     fig, ax = plt.subplots(figsize=(11, 0.9 * len(rows) + 1.4))
     width = max(r.prompt_tokens for r in rows)
@@ -110,27 +121,41 @@ def plot_token_strip(records: Sequence[TurnRecord], turn: int, path: Path, title
                 ax.text((start + end) / 2, y + 0.33, label, ha="center", va="bottom", fontsize=6.5)
     ax.set_yticks(range(len(rows)), [r.conversation for r in rows])
     ax.invert_yaxis()
-    ax.set(xlabel=f"prompt token index on turn {turn} (green: from cache, orange: computed)", xlim=(0, width),
-           title=title)  # fmt: skip
+    ax.set(
+        xlabel=f"prompt token index on turn {turn} (green: from cache, orange: computed)",
+        xlim=(0, width),
+        title=title,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
 def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
-    """Status-bar sweep: measured against predicted (append - replace) TTFT difference, one point per (S, R, N)."""
+    """Status-bar sweep: measured against predicted (append - replace) TTFT difference, one point per
+    (S, R, N)."""
     fig, ax = plt.subplots(figsize=(6, 5))
     xs, ys = [r["predicted_ms"] for r in rows], [r["measured_ms"] for r in rows]
     for row in rows:
-        ax.scatter(row["predicted_ms"], row["measured_ms"], color="#e8833a" if row["updates"] > 5 else "#3a7dd9")
-        ax.annotate(f"S{row['status_tokens']} R{row['between_tokens']} N{row['updates']}",
-                    (row["predicted_ms"], row["measured_ms"]), fontsize=7, xytext=(3, 3), textcoords="offset points")  # fmt: skip
+        ax.scatter(
+            row["predicted_ms"], row["measured_ms"], color="#e8833a" if row["updates"] > 5 else "#3a7dd9"
+        )
+        ax.annotate(
+            f"S{row['status_tokens']} R{row['between_tokens']} N{row['updates']}",
+            (row["predicted_ms"], row["measured_ms"]),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
     lo, hi = min(xs + ys), max(xs + ys)
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = predicted")
     ax.axhline(0, color="grey", lw=0.6)
     ax.axvline(0, color="grey", lw=0.6)
-    ax.set(xlabel="predicted append - replace (ms of TTFT, summed)", ylabel="measured append - replace (ms)",
-           title=title)  # fmt: skip
+    ax.set(
+        xlabel="predicted append - replace (ms of TTFT, summed)",
+        ylabel="measured append - replace (ms)",
+        title=title,
+    )
     ax.legend(fontsize=8)
     ax.text(0.02, 0.98, "below 0: appending is cheaper", transform=ax.transAxes, va="top", fontsize=8)
     fig.tight_layout()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.bench.status_attention import CALL_LABELS, CASES, TOOLS, run_case
+from engine.bench.commands.status_attention import CALL_LABELS, CASES, TOOLS, run_case
 from engine.regions import render_prompt
 
 
@@ -22,7 +22,8 @@ def test_shares_are_shares(cases) -> None:
     for case in cases.values():
         for part in ("status", "calls"):
             for rows in ("last_row", "answer_rows"):
-                values = case[rows][part]["mean"] + case[rows][part]["excl_token0"] + case[rows][part]["max_head"]
+                shares = case[rows][part]
+                values = shares["mean"] + shares["excl_token0"] + shares["max_head"]
                 assert all(0.0 <= v <= 1.0 + 1e-6 for v in values)
         assert case["answer_tokens"] == 3 and case["call_tokens"] > 0
 

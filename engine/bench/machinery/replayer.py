@@ -16,11 +16,11 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.bench.common import spread
+from engine.bench.machinery.stats import spread
 from engine.chat import Message
 from engine.engine import Engine
 from engine.errors import CompactionError
-from engine.regions import render_prompt
+from engine.regions import common_prefix, render_prompt
 
 
 @dataclass(frozen=True)
@@ -85,13 +85,10 @@ def reply_tokens(engine: Engine, request: Request, reply: str | Message) -> list
     return engine.tokenizer(text, add_special_tokens=False).input_ids + list(engine.source.eos_ids[:1])
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
-
-
 class Replayer:
-    def __init__(self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True) -> None:
+    def __init__(
+        self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
+    ) -> None:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
@@ -103,7 +100,8 @@ class Replayer:
         # (conversation, turn) -> the request and its token ids, kept for inspection after the run
         self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
         requests = self.requests
-        self.refused: dict[str, tuple[int, str]] = {}  # conversation -> (turn, why) when its request was refused
+        # conversation -> (turn, why) when its request was refused
+        self.refused: dict[str, tuple[int, str]] = {}
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
         warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
         e.generate(warmup, max_new_tokens=2, cache=False)  # untimed: first calls pay one-off allocation costs
@@ -116,7 +114,7 @@ class Replayer:
                         try:
                             req = conv.request(t, replies[conv.name])
                             requests[key] = (req, e.render(req.messages, req.tools))
-                        except CompactionError as refusal:  # the conversation cannot go on: record why, stop it
+                        except CompactionError as refusal:  # the conversation cannot go on: say why, stop
                             self.refused[conv.name] = (t + 1, str(refusal))
                     if key not in requests:
                         bar.update()
@@ -130,49 +128,70 @@ class Replayer:
                         gen = e.generate(ids, max_new_tokens=1, cache_salt=conv.name)
                         if p == 0:
                             reply = conv.scripted_reply(t)  # type: ignore[misc]
-                            replies[conv.name].append(str(reply.get("content") or "") if isinstance(reply, dict)
-                                                      else reply or "")  # fmt: skip
+                            replies[conv.name].append(
+                                str(reply.get("content") or "") if isinstance(reply, dict) else reply or ""
+                            )
                             forced[key] = reply_tokens(e, req, reply) if reply is not None else []
-                        if len(forced[key]) > 1:  # publish the reply's blocks as decoding it would have, untimed
+                        # publish the reply's blocks as decoding it would have, untimed
+                        if len(forced[key]) > 1:
                             e.generate(ids + forced[key][:-1], max_new_tokens=1, cache_salt=conv.name)
                     warm.setdefault(key, []).append(gen)
                     if self.cold:
-                        cold.setdefault(key, []).append(e.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s)
+                        cold.setdefault(key, []).append(
+                            e.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
+                        )
                     bar.update()
         bar.close()
-        return [self._record(c.name, t, requests, forced, warm, cold, replies) for c in conversations
-                for t in range(turns) if (c.name, t) in requests]  # fmt: skip
+        return [
+            self._record(c.name, t, requests, forced, warm, cold, replies)
+            for c in conversations
+            for t in range(turns)
+            if (c.name, t) in requests
+        ]
 
-    def _record(self, name: str, t: int, requests: dict, forced: dict, warm: dict, cold: dict,
-                replies: dict) -> TurnRecord:  # fmt: skip
+    def _record(
+        self, name: str, t: int, requests: dict, forced: dict, warm: dict, cold: dict, replies: dict
+    ) -> TurnRecord:
         req, ids = requests[(name, t)]
         gens = warm[(name, t)]
         u = gens[0].usage
-        assert all(g.usage.cached_tokens == u.cached_tokens for g in gens), "cache state differed between passes"
+        assert all(g.usage.cached_tokens == u.cached_tokens for g in gens), (
+            "cache state differed between passes"
+        )
         rendered = render_prompt(self.engine.tokenizer, req.messages, req.tools)
         first_change = -1
         if t > 0:
             prev_req, prev_ids = requests[(name, t - 1)]
             before = prev_ids + forced[(name, t - 1)][:-1]
-            lcp = _common_prefix(ids, before)
+            lcp = common_prefix(ids, before)
             first_change = lcp if lcp < len(before) else -1
         ttft = spread(g.timing.ttft_s for g in gens)
         cold_ttft = spread(cold[(name, t)]) if self.cold else {"median": 0.0, "min": 0.0, "max": 0.0}
         return TurnRecord(
-            conversation=name, turn=t + 1, prompt_tokens=u.prompt_tokens, cached_tokens=u.cached_tokens,
-            computed_tokens=u.computed_tokens, cached_share=u.cached_tokens / u.prompt_tokens,
-            first_divergence=u.first_divergence, divergence_region=rendered.region_at(u.first_divergence).label,
+            conversation=name,
+            turn=t + 1,
+            prompt_tokens=u.prompt_tokens,
+            cached_tokens=u.cached_tokens,
+            computed_tokens=u.computed_tokens,
+            cached_share=u.cached_tokens / u.prompt_tokens,
+            first_divergence=u.first_divergence,
+            divergence_region=rendered.region_at(u.first_divergence).label,
             divergence_context=u.divergence_context,
             first_change=first_change,
             change_region=rendered.region_at(first_change).label if first_change >= 0 else "",
             change_context=self._context(ids, first_change) if first_change >= 0 else "",
-            ttft_s=ttft["median"], ttft_min_s=ttft["min"], ttft_max_s=ttft["max"],
-            cold_ttft_s=cold_ttft["median"], cold_ttft_min_s=cold_ttft["min"], cold_ttft_max_s=cold_ttft["max"],
+            ttft_s=ttft["median"],
+            ttft_min_s=ttft["min"],
+            ttft_max_s=ttft["max"],
+            cold_ttft_s=cold_ttft["median"],
+            cold_ttft_min_s=cold_ttft["min"],
+            cold_ttft_max_s=cold_ttft["max"],
             prefill_s=spread(g.timing.prefill_s for g in gens)["median"],
             lookup_s=spread(g.timing.lookup_s for g in gens)["median"],
-            reply=replies[name][t], regions=[(r.label, r.start, r.end) for r in rendered.regions],
+            reply=replies[name][t],
+            regions=[(r.label, r.start, r.end) for r in rendered.regions],
             meta=dict(req.meta),
-        )  # fmt: skip
+        )
 
     def _context(self, ids: list[int], index: int, width: int = 16) -> str:
         tok = self.engine.tokenizer

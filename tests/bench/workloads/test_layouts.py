@@ -7,9 +7,9 @@ import functools
 import pytest
 
 import engine
-from engine.bench.layouts import LAYOUTS, WINDOW_MESSAGES
-from engine.bench.replay import Conversation, Replayer
-from engine.bench.scenario import build_scenario
+from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.workloads.layouts import LAYOUTS, WINDOW_MESSAGES
+from engine.bench.workloads.scenario import build_scenario
 
 BS = 16
 
@@ -19,7 +19,9 @@ def replayed(tiny_dir):
     """Every layout over one scenario with a long stable prefix, scripted replies, 2 passes."""
     e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 15)
     sc = build_scenario(e.tokenizer, "small", seed=1, turns=5, system_tokens=1200, tools=5, result_tokens=20)
-    convs = [Conversation(n, functools.partial(f, sc), lambda t: sc.turns[t].reply) for n, f in LAYOUTS.items()]
+    convs = [
+        Conversation(n, functools.partial(f, sc), lambda t: sc.turns[t].reply) for n, f in LAYOUTS.items()
+    ]
     records = Replayer(e, repeats=2, cold=False).run(convs, len(sc.turns))
     by = {name: [r for r in records if r.conversation == name] for name in LAYOUTS}
     return e, sc, by
@@ -34,7 +36,8 @@ def test_cached_tokens_match_the_block_aligned_longest_common_prefix(replayed) -
     """For every layout and turn: what the engine reused is exactly what the definition predicts."""
     e, sc, by = replayed
     for name, records in by.items():
-        seen: list[list[int]] = []  # what each earlier turn left in the cache: prompt + reply minus last token
+        # what each earlier turn left in the cache: prompt + reply minus last token
+        seen: list[list[int]] = []
         replies = [sc.turns[t].reply for t in range(len(sc.turns))]
         for t, rec in enumerate(records):
             req = LAYOUTS[name](sc, t, replies)
@@ -42,7 +45,7 @@ def test_cached_tokens_match_the_block_aligned_longest_common_prefix(replayed) -
             assert len(ids) == rec.prompt_tokens
             best = max((_lcp(ids, s) for s in seen), default=0)
             assert rec.cached_tokens == min(best, len(ids) - 1) // BS * BS, (name, t)
-            from engine.bench.replay import reply_tokens
+            from engine.bench.machinery.replayer import reply_tokens
 
             seen.append(ids + reply_tokens(e, req, replies[t])[:-1])
 
@@ -111,7 +114,9 @@ def test_same_content_in_every_layout(replayed) -> None:
         text = "\n".join(str(m.get("content")) for m in req.messages)
         turn = sc.turns[2]
         assert turn.task in text and turn.time in text and str(turn.credits) in text, name
-        assert sorted(x["function"]["name"] for x in req.tools) == sorted(x["function"]["name"] for x in sc.tools)
+        assert sorted(x["function"]["name"] for x in req.tools) == sorted(
+            x["function"]["name"] for x in sc.tools
+        )
 
 
 def test_classic_timestamp_demonstration(tiny_dir) -> None:
@@ -127,8 +132,11 @@ def test_classic_timestamp_demonstration(tiny_dir) -> None:
             stamp = f"Current time: 10:{i:02d}:{(7 * i) % 60:02d}"  # the same line, at the top or at the end
             content = f"{stamp}\n{system}" if where == "top" else system
             user = "Which policy covers refunds?" + ("" if where == "top" else f"\n{stamp}")
-            gen = e.generate([{"role": "system", "content": content}, {"role": "user", "content": user}],
-                             max_new_tokens=1, cache_salt=where)  # fmt: skip
+            gen = e.generate(
+                [{"role": "system", "content": content}, {"role": "user", "content": user}],
+                max_new_tokens=1,
+                cache_salt=where,
+            )
             cached, prompt = cached + gen.usage.cached_tokens, prompt + gen.usage.prompt_tokens
         totals[where] = cached / prompt
     assert totals["top"] == 0.0 and totals["end"] >= 0.9

@@ -9,19 +9,26 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.bench.replay import Request
+from engine.bench.machinery.replayer import Request
+from engine.bench.workloads.sizing import lines_until
 from engine.chat import Message
 
 CALL_LIMIT = 3
-TOOLS = [("phone_call", "+1-555-0100"), ("send_sms", "+1-555-0100"), ("lookup_contact", "Dana Reyes"),
-         ("read_calendar", "2026-12-01"), ("send_email", "dana@example.com")]  # fmt: skip
-SYSTEM = ("You are an assistant that arranges a meeting with Dana Reyes using the tools below. Call "
-          f"phone_call at most {CALL_LIMIT} times. Before each call you receive an <agent_status> block that "
-          "the application keeps up to date; trust it over your own counting.")  # fmt: skip
+TOOLS = [
+    ("phone_call", "+1-555-0100"),
+    ("send_sms", "+1-555-0100"),
+    ("lookup_contact", "Dana Reyes"),
+    ("read_calendar", "2026-12-01"),
+    ("send_email", "dana@example.com"),
+]
+SYSTEM = (
+    "You are an assistant that arranges a meeting with Dana Reyes using the tools below. Call "
+    f"phone_call at most {CALL_LIMIT} times. Before each call you receive an <agent_status> block that "
+    "the application keeps up to date; trust it over your own counting."
+)
 
 
 @dataclass(frozen=True)
@@ -33,26 +40,32 @@ class Trajectory:
     todo: list[str]  # sized so that a status is about S tokens
 
 
-def _pad(tokenizer: PreTrainedTokenizerBase, target: int, make: Any) -> list[str]:
-    items: list[str] = []
-    while len(tokenizer("\n".join(items), add_special_tokens=False).input_ids) < target:
-        items.append(make(len(items)))
-    return items
-
-
-def build_trajectory(tokenizer: PreTrainedTokenizerBase, steps: int, status_tokens: int,
-                     reply_tokens: int) -> Trajectory:  # fmt: skip
+def build_trajectory(
+    tokenizer: PreTrainedTokenizerBase, steps: int, status_tokens: int, reply_tokens: int
+) -> Trajectory:
     calls = [TOOLS[i % len(TOOLS)] for i in range(steps)]
-    thoughts = [" ".join(_pad(tokenizer, reply_tokens, lambda i, t=t: f"step {t + 1}.{i + 1}: checking the "
-                                                                       "plan against the status"))
-                for t in range(steps)]  # fmt: skip
-    results = [f'{{"tool": "{tool}", "target": "{target}", "ok": true, "step": {t + 1}}}'
-               for t, (tool, target) in enumerate(calls)]  # fmt: skip
-    todo: list[str] = []
-    while len(tokenizer(render_status(Trajectory("", calls, thoughts, results, todo), 0)).input_ids) < status_tokens:
-        todo.append(f"confirm agenda item {len(todo) + 1} with Dana")
-    return Trajectory("Set up a 30-minute meeting with Dana Reyes this week and confirm it by email.", calls,
-                      thoughts, results, todo)  # fmt: skip
+    thoughts = [
+        " ".join(
+            lines_until(
+                tokenizer,
+                reply_tokens,
+                lambda i, t=t: f"step {t + 1}.{i + 1}: checking the plan against the status",
+            )
+        )
+        for t in range(steps)
+    ]
+    results = [
+        f'{{"tool": "{tool}", "target": "{target}", "ok": true, "step": {t + 1}}}'
+        for t, (tool, target) in enumerate(calls)
+    ]
+    todo = lines_until(
+        tokenizer,
+        status_tokens,
+        lambda i: f"confirm agenda item {i + 1} with Dana",
+        lambda items: render_status(Trajectory("", calls, thoughts, results, items), 0),
+    )
+    task = "Set up a 30-minute meeting with Dana Reyes this week and confirm it by email."
+    return Trajectory(task, calls, thoughts, results, todo)
 
 
 def render_status(traj: Trajectory, step: int) -> str:
@@ -62,14 +75,19 @@ def render_status(traj: Trajectory, step: int) -> str:
     phone = sum(n for (tool, _), n in done.items() if tool == "phone_call")
     todo = [f"  [{'x' if i < step else ' '}] {item}" for i, item in enumerate(traj.todo)]
     check = f"calls to phone_call: {phone}/{CALL_LIMIT}" + (" (limit reached)" if phone >= CALL_LIMIT else "")
-    return "\n".join(["<agent_status>", f"elapsed: {2 * step}m {7 * step % 60:02d}s", f"tool calls: {counts}",
-                      "todo:", *todo, f"constraint: {check}", "</agent_status>"])  # fmt: skip
+    elapsed = f"elapsed: {2 * step}m {7 * step % 60:02d}s"
+    lines = ["<agent_status>", elapsed, f"tool calls: {counts}", "todo:", *todo, f"constraint: {check}"]
+    return "\n".join([*lines, "</agent_status>"])
 
 
 def call_message(traj: Trajectory, step: int) -> Message:
     tool, target = traj.calls[step]
-    return {"role": "assistant", "content": traj.thoughts[step],
-            "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": {"target": target}}}]}  # fmt: skip
+    function = {"name": tool, "arguments": {"target": target}}
+    return {
+        "role": "assistant",
+        "content": traj.thoughts[step],
+        "tool_calls": [{"type": "function", "function": function}],
+    }
 
 
 def _status(traj: Trajectory, step: int) -> Message:
@@ -80,8 +98,8 @@ def _steps(traj: Trajectory, upto: int, with_status: bool) -> list[Message]:
     """Calls and results of steps < upto, each call preceded by the status it saw when `with_status`."""
     msgs: list[Message] = []
     for s in range(upto):
-        msgs += ([_status(traj, s)] if with_status else []) + [call_message(traj, s),
-                                                                {"role": "tool", "content": traj.results[s]}]
+        status = [_status(traj, s)] if with_status else []
+        msgs += [*status, call_message(traj, s), {"role": "tool", "content": traj.results[s]}]
     return msgs
 
 

@@ -8,10 +8,10 @@ import itertools
 import pytest
 
 import engine
-from engine.bench.compaction import PREFIXES, CompactedChat, policy_rows
-from engine.bench.compactor import POLICIES, Compactor, History
-from engine.bench.longchat import build_long_chat, durable_lines
-from engine.bench.replay import Conversation, Replayer
+from engine.bench.commands.compaction import PREFIXES, CompactedChat, policy_rows
+from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.workloads.compaction_policies import POLICIES, Compactor, History
+from engine.bench.workloads.longchat import build_long_chat, durable_lines
 from engine.errors import CompactionError
 
 TURNS, BUDGET, BS = 24, 1024, 16
@@ -73,8 +73,11 @@ def test_each_compaction_costs_one_cache_break(replayed) -> None:
     every, batch = rows["compact-every-turn/stable"], rows["batch-at-threshold/stable"]
     assert every["events"] > batch["events"] > 0
     assert every["computed_tokens"] > batch["computed_tokens"]  # batching beats compacting every turn
-    cleared_only = [r for r in records if r.meta["compaction"].startswith("cleared") and "summarized" not in
-                    r.meta["compaction"]]  # fmt: skip
+    cleared_only = [
+        r
+        for r in records
+        if r.meta["compaction"].startswith("cleared") and "summarized" not in r.meta["compaction"]
+    ]
     assert cleared_only and all(r.conversation.startswith("clear-then-summarize/") for r in cleared_only)
 
 

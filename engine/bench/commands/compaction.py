@@ -1,0 +1,205 @@
+"""`python -m engine.bench compaction`: compaction policies x (stable | timestamp-first) prefix over a long
+conversation: budget utilization, cached share, computed tokens, TTFT and compaction events per turn."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from typing import Any
+
+from engine.bench.machinery.args import add_bench_args, open_engine
+from engine.bench.machinery.plots import plot_compaction, plot_cumulative
+from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord
+from engine.bench.machinery.report import summarize, table, write_results
+from engine.bench.machinery.results import environment, run_dir
+from engine.bench.workloads.compaction_policies import (
+    POLICIES,
+    Compactor,
+    History,
+    Summarizer,
+    extractive_summary,
+)
+from engine.bench.workloads.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
+from engine.chat import Message
+from engine.engine import Engine
+from engine.errors import CompactionError
+
+PREFIXES = ("stable", "timestamp-first")
+POLICY_COLUMNS = [
+    "conversation",
+    "max_utilization",
+    "events",
+    "cache_breaks",
+    "computed_tokens",
+    "total_ttft_s",
+    "cached_share",
+    "refused_at_turn",
+]
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "compaction",
+        help="compaction policies against a token budget, with stable or timestamp-first prefixes",
+        description=__doc__,
+    )
+    add_bench_args(p, repeats=1)
+    p.add_argument("--turns", type=int, default=50, help="conversation length (default 50)")
+    p.add_argument("--budget", type=int, default=1024, help="token budget of a request (default 1024)")
+    p.add_argument("--result-tokens", type=int, default=60, help="tokens per bulky tool result (default 60)")
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        choices=list(POLICIES),
+        default=list(POLICIES),
+        metavar="POLICY",
+        help=f"policies (default: all of {', '.join(POLICIES)})",
+    )
+    p.add_argument(
+        "--summarizer",
+        choices=["extractive", "model"],
+        default="extractive",
+        help="extractive (deterministic, default) or the model itself",
+    )
+    p.set_defaults(func=main)
+
+
+class CompactedChat:
+    """One conversation under one policy and prefix: history grows turn by turn and is compacted in place."""
+
+    def __init__(self, chat: list[ChatTurn], prefix: str, compactor: Compactor) -> None:
+        self.chat, self.prefix, self.compactor = chat, prefix, compactor
+        self.history = History()
+
+    def frame(self, t: int) -> Any:
+        system = SYSTEM + "\n\n<pinned>\n" + "\n".join(PINNED) + "\n</pinned>"
+        if self.prefix == "timestamp-first":
+            system = f"Current time: {self.chat[t].time}\n{system}"
+        turn = self.chat[t]
+        return lambda h: [
+            {"role": "system", "content": system},
+            *h.messages(),
+            turn.user,
+            turn.call,
+            turn.result,
+        ]
+
+    def request(self, t: int, replies: list[str]) -> Request:
+        if t > 0:
+            prev = self.chat[t - 1]
+            self.history.turns.append(
+                [prev.user, prev.call, prev.result, {"role": "assistant", "content": replies[-1]}]
+            )
+        event = self.compactor.fit(self.history, self.frame(t))
+        messages = self.frame(t)(self.history)
+        used = self.compactor.count(messages)
+        return Request(
+            messages,
+            None,
+            {
+                "utilization": used / self.compactor.budget,
+                "compaction": event,
+                "folded_turns": self.history.folded,
+            },
+        )
+
+
+def model_summarizer(engine: Engine) -> Summarizer:
+    """The model writes the prose (untimed, outside the cache); durable lines are carried by the compactor."""
+
+    def summarize(previous: str, turns: list[list[Message]]) -> str:
+        transcript = "\n".join(f"{m['role']}: {m.get('content') or ''}" for turn in turns for m in turn)
+        ask = (
+            f"Previous summary: {previous or '(none)'}\n\nSummarize in at most three sentences:\n{transcript}"
+        )
+        return engine.generate(
+            [{"role": "user", "content": ask}], max_new_tokens=96, cache=False
+        ).text.strip()
+
+    return summarize
+
+
+def policy_rows(
+    records: list[TurnRecord], refused: dict[str, tuple[int, str]], names: list[str]
+) -> list[dict]:
+    rows = []
+    for name in names:
+        rs = [r for r in records if r.conversation == name]
+        later = [r for r in rs if r.turn > 1] or rs
+        rows.append(
+            {
+                "conversation": name,
+                "max_utilization": max((r.meta["utilization"] for r in rs), default=0.0),
+                "events": sum(1 for r in rs if r.meta["compaction"]),
+                "cache_breaks": sum(1 for r in rs if r.first_change >= 0),
+                "computed_tokens": sum(r.computed_tokens for r in rs),
+                "total_ttft_s": sum(r.ttft_s for r in rs),
+                "cached_share": sum(r.cached_tokens for r in later)
+                / max(1, sum(r.prompt_tokens for r in later)),
+                "refused_at_turn": refused.get(name, (None, ""))[0],
+            }
+        )
+    return rows
+
+
+def main(args: argparse.Namespace) -> int:
+    engine = open_engine(args)
+    chat = build_long_chat(engine.tokenizer, args.turns, args.result_tokens, args.seed)
+    summarizer = model_summarizer(engine) if args.summarizer == "model" else extractive_summary
+
+    def count(messages: list[Message]) -> int:
+        return len(engine.render(messages))
+
+    convs, names = [], []
+    for policy, prefix in itertools.product(args.policies, PREFIXES):
+        name = f"{policy}/{prefix}"
+        holder = CompactedChat(chat, prefix, Compactor(policy, args.budget, count, summarizer))
+        convs.append(Conversation(name, holder.request, lambda t: chat[t].reply))
+        names.append(name)
+    replayer = Replayer(engine, args.repeats, cold=False)
+    records = replayer.run(convs, args.turns, desc="compaction")
+    if not records:
+        raise CompactionError("every conversation was refused on its first turn: raise --budget")
+    rows = policy_rows(records, replayer.refused, names)
+
+    out = run_dir(args, "compaction", engine)
+    title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}), budget {args.budget}"
+    plot_compaction(records, out / "compaction.png", title)
+    plot_cumulative(
+        [r for r in records if r.conversation.endswith("/stable")],
+        out / "cumulative.png",
+        f"Stable prefix, cumulative: {title}",
+    )
+    refusals = [f"- `{name}` refused at turn {turn}: {why}" for name, (turn, why) in replayer.refused.items()]
+    events = [
+        f"- `{r.conversation}` turn {r.turn}: {r.meta['compaction']}"
+        for r in records
+        if r.meta["compaction"] and r.conversation.endswith("/stable")
+    ][:12]
+    notes = [
+        "Per policy (all turns): `cache_breaks` counts requests that did not extend the previous one.",
+        "",
+        table(rows, POLICY_COLUMNS),
+        "",
+        *refusals,
+        "",
+        "First compaction events (stable prefix):",
+        *events,
+    ]
+    write_results(
+        out,
+        f"Compaction over {args.turns} turns",
+        environment(engine, "compaction", args),
+        records,
+        summarize(records, names[0]),
+        notes,
+        [
+            ("compaction.png", "utilization and cached share per turn"),
+            ("cumulative.png", "cumulative computed tokens and TTFT"),
+        ],
+        {"policies": rows, "refused": replayer.refused},
+    )
+    print(table(rows, POLICY_COLUMNS))
+    print(*refusals, sep="\n")
+    print(f"results: {out}")
+    return 0

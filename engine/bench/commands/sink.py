@@ -1,0 +1,286 @@
+"""`python -m engine.bench sink`: how much attention each layer and head puts on the first token(s).
+
+Per layer × head: the share of each query row's attention on token 0 and on the first k tokens, averaged
+over rows at or past --min-row (row 0 attends only to itself, rows < k only to the first k, and an early
+row r attending uniformly still gives token 0 a share of 1/(r+1)). A head "has a sink" when its token-0
+share passes ε. Every prompt runs with and without a leading special token. Attention is causal, so the
+first L rows of a prompt are exactly the rows of its L-token prefix: one forward gives every shorter length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from engine.attention import attention_rows, token_labels
+from engine.bench.machinery.args import add_run_args, open_engine
+from engine.bench.machinery.report import table
+from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
+from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
+from engine.engine import Engine
+from engine.errors import PromptError
+from engine.viz.charts import layer_head_matrices, line_chart
+
+NEAR_ZERO = 0.05  # a layer whose mean token-0 share is below this is reported as "near zero"
+CHECK_MAX_TOKENS = 1024  # --check-transformers: eager output_attentions holds every layer's full matrix
+
+
+def sink_rows(engine: Engine, ids: list[int], min_row: int, k: int) -> tuple[torch.Tensor, ...]:
+    """Per-row shares on token 0 and on tokens 0..k-1, float32 [layers, heads, rows min_row..len-1] each, and
+    every key's sink score [layers, len]: its share averaged over heads and over the rows ≥ min_row that see
+    it;
+    keys seen by fewer than half of those rows score 0 (a late key's few rows include its own, trivially)."""
+    if len(ids) <= min_row:
+        raise PromptError(f"a prompt of {len(ids)} tokens has no rows at or past --min-row {min_row}")
+    cfg = engine.config
+    first = torch.empty(cfg.num_layers, cfg.num_heads, len(ids) - min_row)
+    first_k = torch.empty_like(first)
+    keys = torch.zeros(cfg.num_layers, len(ids))
+
+    def keep(layer: int, start: int, p: torch.Tensor) -> None:
+        first[layer, :, start : start + p.shape[1]] = p[..., 0]
+        first_k[layer, :, start : start + p.shape[1]] = p[..., :k].sum(-1)
+        keys[layer] += p.mean(0).sum(0)
+
+    tokens = torch.tensor(ids, device=engine.device)
+    attention_rows(
+        engine.model, tokens, range(cfg.num_layers), range(cfg.num_heads), range(min_row, len(ids)), keep
+    )
+    seen_by = len(ids) - torch.arange(len(ids)).clamp(min=min_row)  # rows >= min_row at or after each key
+    return first, first_k, torch.where(2 * seen_by >= first.shape[-1], keys / seen_by, 0.0)
+
+
+def transformers_rows(model: Any, ids: list[int], min_row: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same shares from `transformers`' eager `output_attentions` (the reference implementation)."""
+    with torch.no_grad():
+        att = torch.stack(model(torch.tensor([ids]), output_attentions=True).attentions)[:, 0, :, min_row:]
+    return att[..., 0], att[..., :k].sum(-1)
+
+
+def summary(share: torch.Tensor, eps: float) -> dict[str, Any]:
+    """Statistics over layers of the per-layer mean (over heads) of a [layers, heads] share matrix."""
+    per_layer = share.mean(1).tolist()
+    top = max(range(len(per_layer)), key=per_layer.__getitem__)
+    return {
+        "mean": statistics.mean(per_layer),
+        "median": statistics.median(per_layer),
+        "max": per_layer[top],
+        "max_layer": top,
+        "near_zero_layers": [i for i, v in enumerate(per_layer) if v < NEAR_ZERO],
+        "heads_above_eps": (share > eps).float().mean().item(),
+        "heads_above_0.5": (share > 0.5).float().mean().item(),
+        "per_layer": per_layer,
+        "layer_head": share.tolist(),
+    }
+
+
+def lengths(first: torch.Tensor, min_row: int, n: int, eps: float) -> list[dict[str, float]]:
+    """Token-0 statistics of every power-of-two prefix length (and the full prompt)."""
+    sizes = [2**i for i in range(5, n.bit_length()) if 2**i > min_row] + [n]
+    return [
+        {
+            "length": size,
+            "mean": first[..., : size - min_row].mean().item(),
+            "heads_above_eps": (first[..., : size - min_row].mean(-1) > eps).float().mean().item(),
+        }
+        for size in sizes
+    ]
+
+
+def measure(
+    engine: Engine, name: str, variant: str, ids: list[int], args: argparse.Namespace, reference: Any | None
+) -> dict[str, Any]:
+    first, first_k, keys = sink_rows(engine, ids, args.min_row, args.first_k)
+    labels = token_labels(engine.tokenizer, ids)
+    record = {
+        "prompt": name,
+        "variant": variant,
+        "tokens": len(ids),
+        "first_token": labels[0],
+        "rows": [args.min_row, len(ids)],
+        "token0": summary(first.mean(-1), args.epsilon),
+        "first_k": summary(first_k.mean(-1), args.epsilon),
+        "lengths": lengths(first, args.min_row, len(ids), args.epsilon),
+        "strongest_key": [
+            {"position": int(i), "token": labels[i], "score": layer[i].item()}
+            for layer in keys
+            for i in [int(layer.argmax())]
+        ],
+    }
+    if reference is not None and len(ids) <= CHECK_MAX_TOKENS:
+        ref_first, ref_first_k = transformers_rows(reference, ids, args.min_row, args.first_k)
+        record["transformers_max_abs_diff"] = max(
+            (first - ref_first).abs().max().item(), (first_k - ref_first_k).abs().max().item()
+        )
+    return record
+
+
+def run_sink(args: argparse.Namespace) -> int:
+    if args.min_row < 1 or args.first_k < 1:
+        raise PromptError(
+            f"--min-row and --first-k must be at least 1, got {args.min_row} and {args.first_k}"
+        )
+    engine = open_engine(args)
+    prompts = {spec: load_prompt(engine, spec) for spec in args.prompts}
+    reference = None
+    if args.check_transformers:
+        if engine.source.weights_dir is None:
+            raise PromptError(
+                "--check-transformers needs weights transformers can load; this model is synthetic"
+            )
+        from transformers import AutoModelForCausalLM
+
+        reference = AutoModelForCausalLM.from_pretrained(
+            str(engine.source.weights_dir), dtype=torch.float32, attn_implementation="eager"
+        ).eval()
+    jobs = [
+        (name, variant, v) for name, ids in prompts.items() for variant, v in variants(engine, ids).items()
+    ]
+    records = [measure(engine, *job, args, reference) for job in tqdm(jobs, desc="sink", unit="prompt")]
+    out = run_dir(args, "sink", engine)
+    write_json(out / "sink.json", {"environment": environment(engine, "sink", args), "records": records})
+    write_csv(
+        out / "sink.csv",
+        [
+            {
+                "prompt": r["prompt"],
+                "variant": r["variant"],
+                "layer": layer,
+                "head": head,
+                "token0": r["token0"]["layer_head"][layer][head],
+                f"first_{args.first_k}": r["first_k"]["layer_head"][layer][head],
+            }
+            for r in records
+            for layer in range(engine.config.num_layers)
+            for head in range(engine.config.num_heads)
+        ],
+    )
+    text = report(records, args, engine.source.model_id)
+    (out / "report.md").write_text(text + "\n")
+    print(text)
+    plot(records, args, engine, out)
+    print(f"results in {out}")
+    return 0
+
+
+def report(records: list[dict[str, Any]], args: argparse.Namespace, model: str) -> str:
+    """Markdown: one summary row per prompt and variant, where other keys outdraw token 0, and lengths."""
+    rows = [
+        {
+            "prompt": r["prompt"],
+            "variant": r["variant"],
+            "tokens": r["tokens"],
+            "token 0": r["first_token"].replace("|", "\\|"),
+            "mean": r["token0"]["mean"],
+            "median": r["token0"]["median"],
+            "max": r["token0"]["max"],
+            "max layer": r["token0"]["max_layer"],
+            f"> {args.epsilon}": r["token0"]["heads_above_eps"],
+            "> 0.5": r["token0"]["heads_above_0.5"],
+            f"first {args.first_k} mean": r["first_k"]["mean"],
+            "near-zero layers": ",".join(map(str, r["token0"]["near_zero_layers"])),
+            "vs transformers": f"{r['transformers_max_abs_diff']:.1e}"
+            if "transformers_max_abs_diff" in r
+            else "-",
+        }
+        for r in records
+    ]
+    other = [
+        f"- {r['prompt']}, {r['variant']}: "
+        + "; ".join(
+            f"layer {i}: `{k['token']}` at {k['position']} ({k['score']:.2f})"
+            for i, k in enumerate(r["strongest_key"])
+            if k["position"] != 0
+        )
+        for r in records
+    ]
+    longest = max(records, key=lambda r: r["tokens"])
+    by_length = [
+        {
+            "length": x["length"],
+            "mean share on token 0": x["mean"],
+            f"heads > {args.epsilon}": x["heads_above_eps"],
+        }
+        for x in longest["lengths"]
+    ]
+    return "\n\n".join(
+        [
+            f"# Attention sinks: {model}",
+            f"Share of attention on token 0, per layer (mean over heads and rows {args.min_row}..), "
+            f"summarised over layers; `> {args.epsilon}` and `> 0.5`: fraction of layer-head pairs above; "
+            "`vs transformers`: max "
+            f"|difference| of any per-row share from transformers' eager attention.",
+            table(rows, list(rows[0])),
+            "Layers whose strongest key (sink score over the rows that see it) is not token 0:",
+            "\n".join(other),
+            f"By prompt length (prefixes of '{longest['prompt']}', {longest['variant']}):",
+            table(by_length, list(by_length[0])),
+        ]
+    )
+
+
+def plot(records: list[dict[str, Any]], args: argparse.Namespace, engine: Engine, out: Path) -> None:
+    name, layers = engine.source.model_id, list(range(engine.config.num_layers))
+    line_chart(
+        {f"{r['prompt']}, {r['variant']}": (layers, r["token0"]["per_layer"]) for r in records},
+        out / "sink_layers.png",
+        title=f"{name}: share of attention on token 0 (rows ≥ {args.min_row})",
+        xlabel="layer",
+        ylabel="mean share over heads",
+        hline=args.epsilon,
+    )
+    line_chart(
+        {
+            f"{r['prompt']}, {r['variant']}": (
+                [x["length"] for x in r["lengths"]],
+                [x["mean"] for x in r["lengths"]],
+            )
+            for r in records
+        },
+        out / "sink_lengths.png",
+        title=f"{name}: share on token 0 by prompt length",
+        xlabel="prompt length (tokens)",
+        ylabel="mean share over layers, heads, rows",
+        logx=True,
+    )
+    longest = max(records, key=lambda r: r["tokens"])["prompt"]
+    layer_head_matrices(
+        {r["variant"]: torch.tensor(r["token0"]["layer_head"]) for r in records if r["prompt"] == longest},
+        out / "sink_heads.png",
+        title=f"{name}, prompt '{longest}': share on token 0",
+        label="mean share over rows",
+    )
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "sink",
+        help="attention on the first token(s), per layer and head",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_run_args(parser)
+    parser.add_argument(
+        "--prompts",
+        nargs="+",
+        default=list(PROMPTS),
+        help=f"built-in names ({', '.join(PROMPTS)}) or .json message / .txt text files",
+    )
+    parser.add_argument("--min-row", type=int, default=9, help="first query row averaged (default 9)")
+    parser.add_argument(
+        "--first-k", type=int, default=4, help="k for the share on the first k tokens (default 4)"
+    )
+    parser.add_argument(
+        "--epsilon", type=float, default=0.3, help="sink threshold on the token-0 share (default 0.3)"
+    )
+    parser.add_argument(
+        "--check-transformers",
+        action="store_true",
+        help=f"recompute with transformers' eager attention (prompts up to {CHECK_MAX_TOKENS} tokens)",
+    )
+    parser.set_defaults(func=run_sink)

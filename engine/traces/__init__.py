@@ -1,0 +1,1 @@
+"""Reading agent traces: chat message and tool validation (`messages`), and trace formats (`openai_chat`)."""
