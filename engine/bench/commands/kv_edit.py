@@ -49,11 +49,11 @@ def run_pair(engine: Engine, pair: Any, downstream: str, cot: bool, window: int,
              "edit+W": (new_ids, plan_edit(old, new_ids, window)), "erratum": (err_ids, plan_prefix(old, err_ids))}  # fmt: skip
     order = VARIANTS[turn % len(VARIANTS) :] + VARIANTS[: turn % len(VARIANTS)]
     runs = {v: run_plan(engine, *plans[v], new_tokens) for v in order}
-    want = decision(runs["exact"].text, f.options, cot)
-    was = decision(runs["stale"].text, f.options, cot)  # the stale run is the old prompt answered exactly
+    want = decision(runs["exact"].text, f.options)
+    was = decision(runs["stale"].text, f.options)  # the stale run is the old prompt answered exactly
     return [{"pair": turn, "field": f.name, "old": pair.old, "new": pair.new, "cot": cot, "variant": v,
-             "decision": decision(runs[v].text, f.options, cot), "exact_decision": want, "old_decision": was,
-             "agree": decision(runs[v].text, f.options, cot) == want} | score(runs["exact"], runs[v])
+             "decision": decision(runs[v].text, f.options), "exact_decision": want, "old_decision": was,
+             "agree": decision(runs[v].text, f.options) == want} | score(runs["exact"], runs[v])
             for v in VARIANTS]  # fmt: skip
 
 
@@ -150,7 +150,7 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--policies", type=int, default=8, help="policy lines of downstream context (default 8)")
     p.add_argument(
-        "--answer-tokens", type=int, default=6, help="greedy tokens of a direct answer (default 6)"
+        "--answer-tokens", type=int, default=12, help="greedy tokens of a direct answer (default 12)"
     )
     p.add_argument("--cot-tokens", type=int, default=24, help="greedy tokens with step-by-step (default 24)")
     p.add_argument("--turns", type=int, default=3, help="layout tie-in: scenario turns (default 3)")

@@ -82,10 +82,9 @@ def messages(f: Field, value: str, downstream: str, cot: bool, erratum: str | No
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def decision(text: str, options: tuple[str, ...], cot: bool) -> str:
-    """The option an answer names: the first one mentioned (the last with chain-of-thought, whose answer
-    comes after the reasoning); "-" when it names none."""
+def decision(text: str, options: tuple[str, ...]) -> str:
+    """The option an answer names first ("-" when it names none). The first, not the last, also after
+    "think step by step": short greedy continuations rarely reach a conclusion, and an answer that repeats
+    an erratum names the new value first ("the city is Mumbai, not Cairo")."""
     hits = [(m.start(), o) for o in options for m in re.finditer(rf"\b{re.escape(o)}\b", text, re.IGNORECASE)]
-    if not hits:
-        return "-"
-    return (max(hits) if cot else min(hits))[1]
+    return min(hits)[1] if hits else "-"
