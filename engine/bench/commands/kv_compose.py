@@ -14,13 +14,12 @@ then the question. Arms, interleaved per prompt (order rotated):
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from tqdm import tqdm
 
 from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
-from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, run_plan, score, summarize
+from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, finish, flat, run_plan, score, summarize
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
 from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
@@ -61,8 +60,8 @@ def main(args: argparse.Namespace) -> int:
     out = run_dir(args, "kv-compose", engine)
     env = environment(engine, "kv-compose", args)
     write_json(out / "kv_compose.json", {"environment": env, "summary": summary, "prompts": rows})
-    write_csv(out / "prompts.csv", [{k: v for k, v in r.items() if k != "layer_cosine"} for r in rows])
-    write_csv(out / "summary.csv", [{k: v for k, v in r.items() if k != "layer_cosine"} for r in summary])
+    write_csv(out / "prompts.csv", flat(rows))
+    write_csv(out / "summary.csv", flat(summary))
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"
     plot_ttft_vs_length(rows, variants, out / "ttft_vs_length.png", f"kv-compose TTFT: {title}")
     plot_layer_cosine(
@@ -73,12 +72,7 @@ def main(args: argparse.Namespace) -> int:
               f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
               "ratio to the recompute measured beside it (arms interleaved, order rotated)", "", text, "",
               "![TTFT vs length](ttft_vs_length.png)", "", "![per-layer cosine](layer_cosine.png)"]  # fmt: skip
-    (out / "report.md").write_text("\n".join(report) + "\n")
-    print(text)
-    if engine.source.synthetic:
-        print("(synthetic random weights: the timings are real, the answers are not)", file=sys.stderr)
-    print(f"results: {out}")
-    return 0
+    return finish(engine, out, report, text)
 
 
 def register(commands: Any) -> None:

@@ -15,13 +15,12 @@ Then the layout tie-in: timestamp-first rescued by editing the time line in plac
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from tqdm import tqdm
 
 from engine.bench.machinery.approx_plots import plot_agreement, plot_layer_cosine
-from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, run_plan, score, summarize
+from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, finish, flat, run_plan, score, summarize
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
 from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
@@ -114,9 +113,9 @@ def main(args: argparse.Namespace) -> int:
     env = environment(engine, "kv-edit", args)
     write_json(out / "kv_edit.json", {"environment": env, "agreement": agree, "summary": summary,
                                       "layout_summary": layout_summary, "pairs": rows, "layout": layout_rows})  # fmt: skip
-    write_csv(out / "pairs.csv", [{k: v for k, v in r.items() if k != "layer_cosine"} for r in rows])
-    write_csv(out / "summary.csv", [{k: v for k, v in r.items() if k != "layer_cosine"} for r in summary])
-    write_csv(out / "layout.csv", [{k: v for k, v in r.items() if k != "layer_cosine"} for r in layout_rows])
+    write_csv(out / "pairs.csv", flat(rows))
+    write_csv(out / "summary.csv", flat(summary))
+    write_csv(out / "layout.csv", flat(layout_rows))
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"
     plot_agreement(agree, out / "decision_agreement.png", f"kv-edit decision agreement: {title}")
     plot_layer_cosine(
@@ -132,12 +131,7 @@ def main(args: argparse.Namespace) -> int:
               "measured against the exact new prompt's answer.", "", "## Layout tie-in: timestamp-first rescued "
               "by an in-place edit of the time line", "", tables[2], "", "![decision agreement](decision_agreement.png)",
               "", "![per-layer cosine](layer_cosine.png)"]  # fmt: skip
-    (out / "report.md").write_text("\n".join(report) + "\n")
-    print("\n\n".join(tables))
-    if engine.source.synthetic:
-        print("(synthetic random weights: the timings are real, the decisions are not)", file=sys.stderr)
-    print(f"results: {out}")
-    return 0
+    return finish(engine, out, report, "\n\n".join(tables))
 
 
 def register(commands: Any) -> None:

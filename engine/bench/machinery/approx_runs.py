@@ -4,8 +4,10 @@ of the same final prompt; and their summary per variant. Shared by kv-edit and k
 from __future__ import annotations
 
 import statistics
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -75,3 +77,18 @@ def _summary(variant: str, rs: list[dict[str, Any]]) -> dict[str, Any]:
             "kl_max": max(r["kl"] for r in rs), "top1": mean("top1_agree"), "greedy_same": mean("continuation_agree"),
             "first_difference": med("first_difference"),
             "layer_cosine": [statistics.median(c) for c in zip(*(r["layer_cosine"] for r in rs), strict=True)]}  # fmt: skip
+
+
+def flat(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows without their per-layer lists, for CSV."""
+    return [{k: v for k, v in r.items() if k != "layer_cosine"} for r in rows]
+
+
+def finish(engine: Engine, out: Path, report: Sequence[str], printed: str) -> int:
+    """Write report.md, print the tables and where the results are (and a notice for random weights)."""
+    (out / "report.md").write_text("\n".join(report) + "\n")
+    print(printed)
+    if engine.source.synthetic:
+        print("(synthetic random weights: the timings are real, the answers are not)", file=sys.stderr)
+    print(f"results: {out}")
+    return 0
