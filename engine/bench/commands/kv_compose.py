@@ -19,7 +19,15 @@ from typing import Any
 from tqdm import tqdm
 
 from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
-from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, finish, flat, run_plan, score, summarize
+from engine.bench.machinery.approx_runs import (
+    SUMMARY_COLUMNS,
+    finish,
+    flat,
+    run_plan,
+    score,
+    shown,
+    summarize,
+)
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
 from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
@@ -67,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
     plot_layer_cosine(
         summary, out / "layer_cosine.png", f"kv-compose, last token's hidden state vs exact: {title}"
     )
-    text = table(summary, SUMMARY_COLUMNS)
+    text = table(shown(summary), SUMMARY_COLUMNS)
     report = [f"# kv-compose: {title}", "", f"- commit `{env['commit']}`, {env['date']}; {args.prompts} prompts of "
               f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
               "ratio to the recompute measured beside it (arms interleaved, order rotated)", "", text, "",

@@ -20,7 +20,15 @@ from typing import Any
 from tqdm import tqdm
 
 from engine.bench.machinery.approx_plots import plot_agreement, plot_layer_cosine
-from engine.bench.machinery.approx_runs import SUMMARY_COLUMNS, finish, flat, run_plan, score, summarize
+from engine.bench.machinery.approx_runs import (
+    SUMMARY_COLUMNS,
+    finish,
+    flat,
+    run_plan,
+    score,
+    shown,
+    summarize,
+)
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import table
 from engine.bench.machinery.results import environment, run_dir, write_csv, write_json
@@ -122,7 +130,7 @@ def main(args: argparse.Namespace) -> int:
         summary, out / "layer_cosine.png", f"kv-edit, last token's hidden state vs exact: {title}"
     )
     tables = [table(agree, ["variant", "cot", "pairs", "agree", "flipped_pairs", "agree_flipped", "no_decision"]),
-              table(summary, ["cot", *SUMMARY_COLUMNS]), table(layout_summary, SUMMARY_COLUMNS)]  # fmt: skip
+              table(shown(summary), ["cot", *SUMMARY_COLUMNS]), table(shown(layout_summary), SUMMARY_COLUMNS)]  # fmt: skip
     report = [f"# kv-edit: {title}", "", f"- commit `{env['commit']}`, {env['date']}; {args.pairs} pairs, "
               f"window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
               "per-pair ratios to the exact run measured beside it (variants interleaved, order rotated)", "",

@@ -92,3 +92,8 @@ def finish(engine: Engine, out: Path, report: Sequence[str], printed: str) -> in
         print("(synthetic random weights: the timings are real, the answers are not)", file=sys.stderr)
     print(f"results: {out}")
     return 0
+
+
+def shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for a printed table: cosines with five decimals (three would show 0.9998 and 1.0 alike)."""
+    return [r | {k: f"{r[k]:.5f}" for k in ("cosine", "cosine_min") if k in r} for r in rows]
