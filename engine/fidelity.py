@@ -68,7 +68,7 @@ def last_hidden(model: Decoder) -> Iterator[list[torch.Tensor]]:
 
     def hook(index: int):  # noqa: ANN202
         def keep(_module: torch.nn.Module, _inputs: tuple, output: torch.Tensor) -> None:
-            states[index] = output[-1].detach().float().cpu()
+            states[index] = output[-1].float().cpu().clone()  # a copy: layers may add to x in place
 
         return keep
 
