@@ -47,6 +47,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "device": devices,
         "impl": ["ours", "transformers"],
         "length": shapes.prefill_lengths,
+        "cold": shapes.alternating_lengths,
         "context": list(shapes.contexts),
         "cached_new": shapes.cached_new,
         "block_size": list(shapes.block_sizes),

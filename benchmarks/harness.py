@@ -30,24 +30,38 @@ class Shapes:
     block_sizes: tuple[int, ...]
     diverging: tuple[int, int]  # (prompt length, first differing token) for the block-size case
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
+    warm: tuple[int, ...] = ()  # prompt lengths L prefilled with one block and with L/2 tokens cached
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
-        return list(itertools.product(self.contexts, self.new))
+        """(S cached, V new) of every cached-prefill case: S x V, then the warm cases (BLOCK, L - BLOCK) and
+        (L/2, L/2), whose cold prefill of L is a case too."""
+        warm = [(s, n - s) for n in self.warm for s in (BLOCK, n // 2)]
+        return list(itertools.product(self.contexts, self.new)) + warm
 
     @property
     def prefill_lengths(self) -> list[int]:
         return sorted(set(self.prefill) | {s + v for s, v in self.cached_new})
 
     @property
+    def alternating_lengths(self) -> list[int]:
+        """Cold prefills timed alternating with `transformers`: the prefill and warm lengths."""
+        return sorted(set(self.prefill) | set(self.warm))
+
+    @property
+    def max_cached(self) -> int:
+        return max(s for s, _ in self.cached_new)
+
+    @property
     def base_length(self) -> int:
         """A prompt whose prefixes serve every cached and lookup case (+1: a prompt's last token is never
         served from cache)."""
-        return max(max(self.contexts) + max(self.new), self.diverging[0]) + 1
+        return max(max(s + v for s, v in self.cached_new), self.diverging[0]) + 1
 
 
-FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), budget_s=8.0)
-QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), budget_s=2.0)
+BLOCK = 16  # the engine's default block size, which `Pair` runs with
+FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
+QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,))
 MAX_ROUNDS = 200
 
 
@@ -80,7 +94,7 @@ def transformers_twin(ours: Engine) -> PreTrainedModel:
 
 class Pair:
     """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
-    both: published blocks in ours, a DynamicCache of the first max(contexts) tokens in theirs."""
+    both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
 
     def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
         cache_tokens = 4 * shapes.base_length + 4096  # the base, plus what the timed rounds publish
@@ -91,7 +105,7 @@ class Pair:
         self._check_same_model()
         self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
         self._their_base = DynamicCache(config=self.theirs.config)
-        self.theirs_forward(self.base[: max(shapes.contexts)], self._their_base)
+        self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @property
     def info(self) -> dict[str, Any]:
@@ -138,9 +152,10 @@ def rewind(cache: DynamicCache, length: int) -> None:
 
 def measure(
     benchmark: Any, pair: Pair, fn: Callable[[], Any], budget_s: float, setup: Callable[[], None] | None = None,
-    **info: Any,
+    min_rounds: int = 2, **info: Any,
 ) -> Any:  # fmt: skip
-    """Time `fn` (device-synchronized) for about `budget_s`; one untimed warm-up call sets the round count.
+    """Time `fn` (device-synchronized) for about `budget_s`, at least `min_rounds` times; one untimed warm-up
+    call sets the round count.
 
     `setup` runs before every call, untimed. `info` and the pair's device, dtype and model go to the JSON
     record (`extra_info`).
@@ -150,7 +165,7 @@ def measure(
     start = now(pair.device)
     fn()
     once = now(pair.device) - start
-    rounds = max(2, min(MAX_ROUNDS, int(budget_s / max(once, 1e-9))))
+    rounds = max(min_rounds, min(MAX_ROUNDS, int(budget_s / max(once, 1e-9))))
 
     def timed() -> Any:
         out = fn()

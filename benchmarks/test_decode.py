@@ -40,7 +40,9 @@ def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, wi
     pair.ours.blocks.admit(seq, context + 1)
     assert seq.num_cached == context
     try:
-        window = SequenceKV(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
+        window = (
+            SequenceKV.from_blocks(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
+        )
         step = lambda: int(pair.ours._forward(seq, context, context + 1, window).argmax())  # noqa: E731
         measure(benchmark, pair, step, shapes.budget_s, **_info(benchmark, pair, context, impl))
     finally:

@@ -1,9 +1,16 @@
-"""Cold prefill of n tokens (no prefix cache): token ids in, first token out."""
+"""Cold prefill of n tokens (no prefix cache): token ids in, first token out; ours and `transformers` timed
+apart, and alternating call by call."""
 
 from __future__ import annotations
 
+import itertools
+import statistics
+
 from benchmarks.harness import Pair, Shapes, measure
+from engine.devices import now, synchronize
 from engine.flops import forward_flops
+
+ALTERNATING_ROUNDS = 7  # at least this many pairs: the ratio's spread is reported
 
 
 def test_prefill(benchmark, pair: Pair, shapes: Shapes, impl: str, length: int) -> None:
@@ -15,3 +22,40 @@ def test_prefill(benchmark, pair: Pair, shapes: Shapes, impl: str, length: int) 
     benchmark.group = f"prefill {length} {pair.device.type}"
     measure(benchmark, pair, fn, shapes.budget_s, case="prefill", impl=impl, tokens=length,
             flops=forward_flops(pair.config, 0, length))  # fmt: skip
+
+
+def test_prefill_alternating(benchmark, pair: Pair, shapes: Shapes, cold: int) -> None:
+    """One round: our prefill and theirs back to back, which goes first alternating, so that a neighbour's
+    burst on a shared machine meets both. The record keeps the median of the per-round ratios ours/theirs
+    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls."""
+    ids = pair.tokens(cold, seed=1)
+    sides = {
+        "ours": lambda: pair.ours.generate(ids, max_new_tokens=1, cache=False),
+        "transformers": lambda: pair.theirs_forward(ids),
+    }
+    orders, times = itertools.cycle([("ours", "transformers"), ("transformers", "ours")]), []
+
+    def both() -> None:
+        took = {}
+        for name in next(orders):
+            start = now(pair.device)
+            sides[name]()
+            synchronize(pair.device)
+            took[name] = now(pair.device) - start
+        times.append(took)
+
+    benchmark.group = f"prefill alternating {cold} {pair.device.type}"
+    measure(
+        benchmark,
+        pair,
+        both,
+        shapes.budget_s,
+        min_rounds=ALTERNATING_ROUNDS,
+        case="prefill_alternating",
+        impl="ours/transformers",
+        tokens=cold,
+    )
+    ratios = [t["ours"] / t["transformers"] for t in times[1:]]  # the first call is the untimed warm-up
+    benchmark.extra_info.update(
+        ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
+    )

@@ -98,9 +98,10 @@ class Engine:
     def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.long, device=self.device)
 
-    def _forward(self, seq: Seq, start: int, end: int, window: SequenceKV | None = None) -> torch.Tensor:
+    def _forward(self, seq: Seq, start: int, end: int, window: SequenceKV | None) -> torch.Tensor:
         """Compute positions [start, end) of `seq`, writing their K/V; logits of the last one [vocab].
-        With a `window` (decoding) the context is read from it rather than gathered from the pool."""
+        Attention reads the context from `window` (which gains the new rows), or, without one, gathers it
+        from the pool."""
         self.blocks.grow(seq, end)
         for s in range(start, end, self.prefill_chunk):
             e = min(s + self.prefill_chunk, end)
@@ -153,13 +154,14 @@ class Engine:
         self.blocks.admit(seq, len(ids) + max_new_tokens, use_cache)
         t_lookup = now(self.device)
         try:
-            logits = self._forward(seq, seq.num_kv, len(ids))
+            window = self._window(seq, len(ids) + max_new_tokens)
+            logits = self._forward(seq, seq.num_kv, len(ids), window)
             t_prefill = now(self.device)
             token = pick(logits)
             t_first = now(self.device)
             if use_cache:
                 self.blocks.publish(seq)
-            finish = self._decode(seq, token, max_new_tokens, pick, stop, on_token, use_cache)
+            finish = self._decode(seq, window, token, max_new_tokens, pick, stop, on_token, use_cache)
             t_end = now(self.device)
         finally:
             self.blocks.release(seq)
@@ -179,6 +181,7 @@ class Engine:
     def _decode(
         self,
         seq: Seq,
+        window: SequenceKV | None,
         token: int,
         max_new: int,
         pick: Callable[[torch.Tensor], int],
@@ -187,7 +190,7 @@ class Engine:
         use_cache: bool,
     ) -> str:
         """Append sampled tokens until EOS, a stop string or max_new; return the finish reason."""
-        shown, window = "", self._window(seq, max_new) if max_new > 1 else None
+        shown = ""
         while True:
             seq.token_ids.append(token)
             if token in self.source.eos_ids:
@@ -206,11 +209,12 @@ class Engine:
                 self.blocks.publish(seq)
             token = pick(logits)
 
-    def _window(self, seq: Seq, max_new: int) -> SequenceKV | None:
-        """The prompt's K/V gathered once for decoding; None where device memory cannot hold the copy,
-        and then every step gathers its context from the pool instead (same numbers, more traffic)."""
+    def _window(self, seq: Seq, capacity: int) -> SequenceKV | None:
+        """The sequence's attention context for prefill and decode, holding its cached prefix (one gather);
+        None where device memory cannot hold the copy, and then every step after the first gathers its
+        context from the pool instead (same numbers, more traffic)."""
         try:
-            return SequenceKV(self.kv, seq.block_table, seq.num_kv, seq.num_prompt + max_new)
+            return SequenceKV.from_blocks(self.kv, seq.block_table, seq.num_kv, capacity)
         except torch.OutOfMemoryError:
             return None
 

@@ -47,6 +47,8 @@ class KVCache:
     def slots(self, block_table: list[int], start: int, end: int) -> torch.Tensor:
         """Flat slot indices for positions [start, end) of a sequence with this block table."""
         bs = self.block_size
+        if end - start == 1:  # a decode step: one slot, without building the whole table
+            return torch.tensor([block_table[start // bs] * bs + start % bs], device=self.k.device)
         table = torch.tensor(block_table, dtype=torch.long)
         pos = torch.arange(start, end, dtype=torch.long)
         return (table[pos // bs] * bs + pos % bs).to(self.k.device)
@@ -64,31 +66,58 @@ class KVCache:
 
 
 class SequenceKV:
-    """One decoding sequence's K/V, contiguous per layer and KV head (`[layers, kv_heads, capacity, head_dim]`,
-    the layout attention reads), kept beside the pool so that a decode step attends over a view instead of
-    gathering every block again.
+    """One sequence's attention context: K/V contiguous per layer and KV head, `[layers, kv_heads, capacity,
+    head_dim]` (the layout attention reads), kept beside the pool. It is the single place a prefill after a
+    cached prefix and every decode step read their context from, so no step gathers blocks.
 
-    Invariant: rows [0, length) equal the pool's slots for positions [0, length) of the sequence. It is
-    filled by one gather when decoding starts; each step then appends its row here as well as to the pool
-    (the pool stays the record that the prefix cache publishes). It costs one more copy of this sequence's K/V.
+    Rows [0, start) are the context a step with new tokens at positions start.. attends to; the step then
+    writes its own rows [start, start + T) (`extend`). The engine fills rows [0, S) from the pool's blocks
+    at admission (`from_blocks`), so they equal the pool's slots and the result is exact; anything that wants
+    another context (relocated, spliced, stale K/V: approximate, opt-in) writes its rows with `write` before
+    the step. The pool stays the record that the prefix cache publishes; the window costs one more copy of
+    this sequence's K/V.
     """
 
-    def __init__(self, kv: KVCache, block_table: list[int], length: int, capacity: int) -> None:
-        layers, kvh, d = kv.k.shape[0], kv.k.shape[-2], kv.k.shape[-1]
-        self.k = torch.empty((layers, kvh, capacity, d), dtype=kv.k.dtype, device=kv.k.device)
+    def __init__(
+        self, num_layers: int, num_kv_heads: int, head_dim: int, capacity: int, dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:  # fmt: skip
+        # torch.empty: rows are written (by from_blocks, write or extend) before any step reads them.
+        self.k = torch.empty((num_layers, num_kv_heads, capacity, head_dim), dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)
-        slots = kv.slots(block_table, 0, length)
-        for layer in range(layers):
-            k, v = kv.read(layer, slots)
-            self.k[layer, :, :length], self.v[layer, :, :length] = k.transpose(0, 1), v.transpose(0, 1)
+
+    @classmethod
+    def like(cls, kv: KVCache, capacity: int) -> SequenceKV:
+        """An empty window shaped and typed like the pool's K/V."""
+        layers, kvh, d = kv.k.shape[0], kv.k.shape[-2], kv.k.shape[-1]
+        return cls(layers, kvh, d, capacity, kv.k.dtype, kv.k.device)
+
+    @classmethod
+    def from_blocks(cls, kv: KVCache, block_table: list[int], length: int, capacity: int) -> SequenceKV:
+        """A window whose rows [0, length) are the pool's K/V of positions [0, length): one gather per layer."""
+        window = cls.like(kv, capacity)
+        if length:
+            slots = kv.slots(block_table, 0, length)
+            for layer in range(window.k.shape[0]):
+                window.write(layer, 0, *kv.read(layer, slots))
+        return window
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store k, v `[T, kv_heads, head_dim]` as rows [start, start + T) of one layer."""
+        end = start + k.shape[0]
+        self.k[layer, :, start:end], self.v[layer, :, start:end] = k.transpose(0, 1), v.transpose(0, 1)
 
     def extend(
         self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store rows [start, start + T) of one layer; return K, V `[start + T, kv_heads, head_dim]` (views)."""
+        """Store rows [start, start + T) of one layer; return its K, V `[kv_heads, start + T, head_dim]` (views)."""
         end = start + k.shape[0]
-        self.k[layer, :, start:end], self.v[layer, :, start:end] = k.transpose(0, 1), v.transpose(0, 1)
-        return self.k[layer, :, :end].transpose(0, 1), self.v[layer, :, :end].transpose(0, 1)
+        self.write(layer, start, k, v)
+        return self.k[layer, :, :end], self.v[layer, :, :end]
 
 
 # Called per layer with post-RoPE queries [T, heads, head_dim] and all keys [L, kv_heads, head_dim].
@@ -99,11 +128,12 @@ QKObserver = Callable[[int, torch.Tensor, torch.Tensor], None]
 class StepContext:
     """What one forward step needs to know about the cache.
 
-    `start` is the absolute position of the first new token. New K/V are written to `write_slots`;
-    attention reads positions [0, start + T) from `window` when decoding, else from `read_slots` (which
-    include the new ones). With `kv is None` and a `window`, the window alone holds the context (a private
-    one, as the approximate assemblies of engine/kv_edit.py build); with neither, the step is a plain
-    causal forward from 0.
+    `start` is the absolute position of the first new token. New K/V are written to `write_slots` in the pool
+    and, with a `window`, to its rows [start, start + T); attention then reads positions [0, start + T) from
+    the window. Without one (no device memory for it) a step after a prefix gathers them from the pool at
+    `read_slots` (which include the new ones). With `kv is None` the window alone holds the context (a
+    private one: the approximate assemblies of engine/kv_edit.py); with neither, there is no cache: the step
+    is a plain causal forward from 0.
     """
 
     start: int = 0

@@ -109,7 +109,7 @@ def assemble(
     """Fill a private window with the prompt's K/V, run by run as `plan` says (room for `capacity` rows)."""
     ids = list(token_ids)
     check_plan(ids, plan)
-    window = SequenceKV(engine.kv, [], 0, max(capacity, len(ids)))
+    window = SequenceKV.like(engine.kv, max(capacity, len(ids)))
     counts = {"cached": 0, "relocated": 0, "stale": 0, "computed": 0}
     pos, exact, logits = 0, True, None
     for seg in plan:
@@ -157,7 +157,7 @@ def cached_snapshot(engine: Engine, token_ids: Sequence[int], salt: str = "") ->
     n = len(hits) * engine.blocks.block_size
     if not n:
         return None
-    window = SequenceKV(engine.kv, hits, n, n)
+    window = SequenceKV.from_blocks(engine.kv, hits, n, n)
     return Snapshot(tuple(token_ids[:n]), window.k, window.v)
 
 

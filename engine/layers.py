@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.causal import causal_attention
 from engine.config import ModelConfig
 from engine.kv_cache import StepContext
 
@@ -25,41 +26,46 @@ class RMSNorm(nn.Module):
         self.weight = empty_param(dim, dtype=dtype, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in float32, as the reference does, then scale in the model's dtype.
+        # Normalise in float32, as the reference does, then scale in the model's dtype (in place: the
+        # normalised tensor is always a new one).
         x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(x.dtype)
+        normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return normed.mul_(self.weight)
 
 
 class Rotary:
-    """Rotate-half RoPE with cos/sin tables for every position up to the context length, built once."""
+    """Rotate-half RoPE. cos/sin for every position up to the context length are built once; a forward
+    gathers its positions' rows once (`at`) and every layer rotates q and k with them."""
 
     def __init__(self, head_dim: int, theta: float, max_positions: int, device: torch.device) -> None:
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        # Both halves of a head share the frequencies, so the tables keep one half.
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.cos, self.sin = emb.cos().to(device), emb.sin().to(device)
+        self.cos, self.sin = freqs.cos().to(device), freqs.sin().to(device)
         self.inv_freq = inv_freq.to(device)
 
-    def __call__(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """x: [T, heads, head_dim]."""
-        cos = self.cos[positions].unsqueeze(1).to(x.dtype)
-        sin = self.sin[positions].unsqueeze(1).to(x.dtype)
+    def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin `[T, 1, head_dim / 2]` of these positions, in the model's dtype."""
+        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+
+    @staticmethod
+    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x `[T, heads, head_dim]` rotated: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), written
+        half by half into one new tensor (no rotated copy of x, no temporaries)."""
         half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
+        x1, x2 = x[..., :half], x[..., half:]
+        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        torch.mul(x1, cos, out=out[..., :half]).addcmul_(x2, sin, value=-1)
+        torch.mul(x2, cos, out=out[..., half:]).addcmul_(x1, sin)
+        return out
 
     def shift(self, x: torch.Tensor, delta: int) -> torch.Tensor:
         """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
-        composes, R(p + delta) = R(delta) R(p). x: [..., head_dim]; the angle is taken in float64."""
+        composes, R(p + delta) = R(delta) R(p). x `[..., head_dim]`; the angle is taken in float64."""
         if delta == 0:
             return x
         angle = delta * self.inv_freq.double()
-        emb = torch.cat((angle, angle))
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-        half = x.shape[-1] // 2
-        rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-        return x * cos + rotated * sin
+        return Rotary.rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
 
 
 class Attention(nn.Module):
@@ -79,45 +85,31 @@ class Attention(nn.Module):
         self.k_norm = norm() if norm else None
 
     def forward(
-        self, x: torch.Tensor, positions: torch.Tensor, rope: Rotary, ctx: StepContext
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], ctx: StepContext
     ) -> torch.Tensor:
-        t = x.shape[0]
+        """x `[T, hidden]` at positions ctx.start..; `rope`: their cos, sin from `Rotary.at`."""
+        t, h = x.shape[0], self.h
         qkv = F.linear(x, self.qkv_weight, self.qkv_bias)
-        q, k, v = qkv.split([self.h * self.d, self.kvh * self.d, self.kvh * self.d], dim=-1)
-        q, k, v = q.view(t, self.h, self.d), k.view(t, self.kvh, self.d), v.view(t, self.kvh, self.d)
+        # q and k heads side by side, rotated in one pass: [T, heads + kv_heads, head_dim]
+        qk = qkv[:, : (h + self.kvh) * self.d].view(t, h + self.kvh, self.d)
+        v = qkv[:, (h + self.kvh) * self.d :].view(t, self.kvh, self.d)
         if self.q_norm is not None and self.k_norm is not None:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rope(q, positions), rope(k, positions)
+            qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
+        qk = Rotary.rotate(qk, *rope)
+        q, k = qk[:, :h], qk[:, h:]
 
         if ctx.kv is not None:
             ctx.kv.write(self.layer, ctx.write_slots, k, v)
-        if ctx.window is not None:  # decoding, or a private window: the context is already contiguous
-            k, v = ctx.window.extend(self.layer, ctx.start, k, v)
-        elif ctx.kv is not None and ctx.start > 0:  # a cached prefix: attend over all the sequence holds
-            k, v = ctx.kv.read(self.layer, ctx.read_slots)
+        kh, vh = k.transpose(0, 1), v.transpose(0, 1)  # [kv_heads, T, head_dim]
+        if ctx.window is not None:  # the context [0, start) is already contiguous there
+            kh, vh = ctx.window.extend(self.layer, ctx.start, k, v)
+        elif ctx.start > 0:  # no window: gather everything the sequence holds from the pool
+            k_all, v_all = ctx.kv.read(self.layer, ctx.read_slots)
+            kh, vh = k_all.transpose(0, 1), v_all.transpose(0, 1)
         if ctx.observe is not None:
-            ctx.observe(self.layer, q, k)
-        out = self._attend(q, k, v, ctx.start)
+            ctx.observe(self.layer, q, kh.transpose(0, 1))
+        out = causal_attention(q, kh, vh, ctx.start)
         return F.linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
-        """q [T, H, D] at positions start.., k/v [start+T, KVH, D] -> [T, H, D]; causal."""
-        t, length, group = q.shape[0], k.shape[0], self.h // self.kvh
-        if t == 1:
-            # Decode: the query sees every key. Group query heads by their KV head so K/V are not copied.
-            qg = q.view(self.kvh, group, self.d).unsqueeze(0)
-            out = F.scaled_dot_product_attention(qg, k.transpose(0, 1)[None], v.transpose(0, 1)[None])
-            return out.reshape(self.h, self.d).unsqueeze(0)
-        # enable_gqa: each KV head serves its group of query heads inside SDPA, with no repeated K/V copies.
-        qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
-        if start == 0:
-            out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, enable_gqa=True)
-        else:  # query i sits at position start + i and sees keys 0..start+i
-            mask = torch.arange(length, device=q.device)[None, :] <= (
-                torch.arange(t, device=q.device)[:, None] + start
-            )
-            out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, enable_gqa=True)
-        return out[0].transpose(0, 1)
 
 
 class MLP(nn.Module):
@@ -137,4 +129,4 @@ class MLP(nn.Module):
         w, b, n = self.gate_up_weight, self.gate_up_bias, self.inter
         gate = F.linear(x, w[:n], b[:n] if b is not None else None)
         up = F.linear(x, w[n:], b[n:] if b is not None else None)
-        return F.linear(F.silu(gate) * up, self.down_weight, self.down_bias)
+        return F.linear(F.silu(gate, inplace=True).mul_(up), self.down_weight, self.down_bias)

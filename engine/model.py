@@ -20,10 +20,11 @@ class DecoderLayer(nn.Module):
         self.mlp = MLP(cfg, dtype, device)
 
     def forward(
-        self, x: torch.Tensor, positions: torch.Tensor, rope: Rotary, ctx: StepContext
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], ctx: StepContext
     ) -> torch.Tensor:
-        x = x + self.attn(self.input_norm(x), positions, rope, ctx)
-        return x + self.mlp(self.post_attn_norm(x))
+        """x `[T, hidden]` is updated in place (residual adds) and returned."""
+        x.add_(self.attn(self.input_norm(x), rope, ctx))
+        return x.add_(self.mlp(self.post_attn_norm(x)))
 
 
 class Decoder(nn.Module):
@@ -50,8 +51,9 @@ class Decoder(nn.Module):
         Only the rows asked for go through the LM head (the last one, for generation).
         """
         positions = torch.arange(ctx.start, ctx.start + token_ids.shape[0], device=token_ids.device)
-        x = F.embedding(token_ids, self.embed)
+        rope = self.rope.at(positions, self.embed.dtype)  # once per forward, for every layer
+        x = F.embedding(token_ids, self.embed)  # a new tensor: the layers add to it in place
         for layer in self.layers:
-            x = layer(x, positions, self.rope, ctx)
+            x = layer(x, rope, ctx)
         x = self.norm(x[logits_rows])
         return F.linear(x, self.lm_head).float()

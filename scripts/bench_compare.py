@@ -5,13 +5,17 @@
 Every metric is a ratio of two medians from the same run, so the machine's speed and most of its load
 cancel out (lower is better):
 - `ours/transformers <case>`: our time over `transformers`' time for the same case, weights and device;
+- `ours/transformers alternating prefill N`: the same for a cold prefill, the two sides alternating call by
+  call: the median of the per-round ratios (its min-max is in the record);
+- `warm/cold cached S+V`: our cached TTFT over our full (cold) prefill of S+V (at most 1: a cached prefix never
+  makes a prefill slower);
 - `achieved/ideal cached S+V`: our (cached TTFT / full prefill of S+V) over the FLOP-model ideal ratio;
 - `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
 - `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first;
 - `window/gather decode @N`: our decode step reading its context from the decoding window over the same step
   gathering it from the pool's blocks.
 A metric regresses when it grows by more than the threshold over the baseline's value (default 0.25: run-to-run
-noise on shared machines is 10-20%). Exit status: 0 no regression, 1 a regression, 2 unusable input files.
+noise on shared machines is 10-20%). Metrics of cases the baseline lacks are listed as new, not compared. Exit status: 0 no regression, 1 a regression, 2 unusable input files.
 """
 
 from __future__ import annotations
@@ -114,6 +118,8 @@ def metrics(run: Run) -> dict[str, float]:
         ttft, info = run.medians[(case, impl)], run.info[(case, impl)]
         if info["case"] == "replay":
             out[f"layout ratio {case}"] = info["ttft_ratio"]
+        if info["case"] == "prefill_alternating":
+            out[f"ours/transformers alternating prefill {info['tokens']}"] = info["ratio"]
         if impl != "ours" or info["case"] != "cached":
             continue
         total = info["cached"] + info["new"]
@@ -122,6 +128,7 @@ def metrics(run: Run) -> dict[str, float]:
             run.medians.get((f"lookup {total}", "ours")),
         )
         if full:
+            out[f"warm/cold {case}"] = ttft / full
             out[f"achieved/ideal {case}"] = ttft / full / info["ideal_ratio"]
         if lookup:
             out[f"lookup share {case.removeprefix('cached ')}"] = lookup / ttft
@@ -141,15 +148,16 @@ def compare(current: Run, baseline: Run, threshold: float) -> tuple[list[str], l
         raise BenchError(
             f"{current.path} and {baseline.path} share no metric (different shapes, e.g. --quick?)"
         )
-    lines = [f"{'metric':<40} {'baseline':>9} {'current':>9} {'change':>8}"]
+    lines = [f"{'metric':<44} {'baseline':>9} {'current':>9} {'change':>8}"]
     regressed = []
     for name in common:
         change = now[name] / before[name] - 1
         bad = change > threshold
         regressed += [name] if bad else []
         flag = "  REGRESSION" if bad else ""
-        lines.append(f"{name:<40} {before[name]:>9.4g} {now[name]:>9.4g} {change:>+8.1%}{flag}")
-    lines += [f"{name:<40} {before[name]:>9.4g} {'missing':>9}" for name in before if name not in now]
+        lines.append(f"{name:<44} {before[name]:>9.4g} {now[name]:>9.4g} {change:>+8.1%}{flag}")
+    lines += [f"{name:<44} {before[name]:>9.4g} {'missing':>9}" for name in before if name not in now]
+    lines += [f"{name:<44} {'-':>9} {now[name]:>9.4g} {'new':>8}" for name in now if name not in before]
     return lines, regressed
 
 

@@ -1,16 +1,24 @@
 """Side-by-side timings with the two sides alternating call by call, for machines too noisy for the suite.
 
-    python scripts/interleaved.py [--device cpu] [--prefill 512 2048] [--contexts 2048 4096] [--rounds 5]
+    python scripts/interleaved.py [--device cpu] [--prefill 512 2048] [--warm 1024 4096] [--contexts 2048 4096]
+                                  [--rounds 7]
 
 pytest-benchmark times one implementation's rounds, then the other's: on a shared machine a neighbour's burst
-lands on one side only. Here every round runs A then B, so both sides meet the same load. Two comparisons on
-`synthetic:qwen2.5-0.5b`: our cold prefill against `transformers` (same weights), and our decode step reading
-its context from the decoding window against the same step gathering it from the cache's blocks.
+lands on one side only. Here every round runs both sides back to back (which goes first alternates), so both
+meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b` (or `--model`):
+- prefill N: our cold prefill against `transformers` (same weights);
+- decode @N: our decode step reading its context from the sequence window against the same step gathering it
+  from the cache's blocks;
+- warm L: our prefill of L tokens with one block, and with L/2 tokens, served from the prefix cache, against
+  our cold prefill of the same L tokens, and against the FLOP model's ideal for that ratio.
+Each line: median [min-max] of each side over the rounds, the ratio of the medians, and the range of the
+per-round ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from collections.abc import Callable
@@ -20,38 +28,74 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import Pair, Shapes  # noqa: E402
 from engine.devices import now  # noqa: E402
+from engine.flops import ideal_cached_ratio  # noqa: E402
 from engine.kv_cache import SequenceKV  # noqa: E402
 from engine.sequence import Sequence  # noqa: E402
 
 
-def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> str:
-    """One untimed call of each, then `rounds` of (a, b); medians, ranges and the ratio of medians."""
+def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[str, float]:
+    """One untimed call of each, then `rounds` of both (a first in even rounds, b first in odd ones).
+    Returns the report line and the ratio of the medians a / b."""
     a(), b()
     times: tuple[list[float], list[float]] = ([], [])
-    for _ in range(rounds):
-        for fn, out in ((a, times[0]), (b, times[1])):
+    for r in range(rounds):
+        sides = ((a, times[0]), (b, times[1]))
+        for fn, out in sides if r % 2 == 0 else sides[::-1]:
             start = now(pair.device)
             fn()
             out.append(now(pair.device) - start)
     ma, mb = statistics.median(times[0]), statistics.median(times[1])
     spans = [f"{min(t) * 1e3:.0f}-{max(t) * 1e3:.0f}" for t in times]
-    return f"{ma * 1e3:8.1f} ms [{spans[0]}]  {mb * 1e3:8.1f} ms [{spans[1]}]  ratio {ma / mb:.3f}"
+    per_round = [x / y for x, y in zip(*times, strict=True)]
+    line = (
+        f"{ma * 1e3:8.1f} ms [{spans[0]}]  {mb * 1e3:8.1f} ms [{spans[1]}]  ratio {ma / mb:.3f} "
+        f"[{min(per_round):.3f}-{max(per_round):.3f}], n={rounds}"
+    )
+    return line, ma / mb
 
 
 def prefill(pair: Pair, n: int, rounds: int) -> str:
     ids = pair.tokens(n, seed=1)
-    line = alternate(pair, lambda: pair.ours.generate(ids, max_new_tokens=1, cache=False),
-                     lambda: pair.theirs_forward(ids), rounds)  # fmt: skip
+    line, _ = alternate(
+        pair,
+        lambda: pair.ours.generate(ids, max_new_tokens=1, cache=False),
+        lambda: pair.theirs_forward(ids),
+        rounds,
+    )
     return f"prefill {n:>5}: ours {line} (ours / transformers)"
+
+
+def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
+    """Our prefill of `length` tokens whose first `cached` are served from cache (new tokens after them on
+    every call, so the rest is never a hit) against our cold prefill of `length` tokens."""
+    seeds, cold_ids = itertools.count(length * 10**6), pair.tokens(length, seed=3)
+    # earlier rounds may have evicted the prefix: publish it again
+    pair.ours.generate(pair.base[: cached + 1], max_new_tokens=1)
+
+    def warm_call() -> None:
+        gen = pair.ours.generate(
+            pair.base[:cached] + pair.tokens(length - cached, next(seeds)), max_new_tokens=1
+        )
+        assert gen.usage.cached_tokens == cached, gen.usage
+
+    line, ratio = alternate(
+        pair, warm_call, lambda: pair.ours.generate(cold_ids, max_new_tokens=1, cache=False), rounds
+    )
+    ideal = ideal_cached_ratio(pair.config, cached, length - cached)
+    return f"warm {length:>5} k={cached:>5}: {line} (warm / cold); ideal {ideal:.3f}, warm / ideal {ratio / ideal:.3f}"
 
 
 def decode(pair: Pair, context: int, rounds: int) -> str:
     seq = Sequence(pair.base[: context + 1])
     pair.ours.blocks.admit(seq, context + 1)  # the first `context` tokens come from the cache
     try:
-        window = SequenceKV(pair.ours.kv, seq.block_table, context, context + 1)
-        line = alternate(pair, lambda: pair.ours._forward(seq, context, context + 1, window),
-                         lambda: pair.ours._forward(seq, context, context + 1), rounds)  # fmt: skip
+        window = SequenceKV.from_blocks(pair.ours.kv, seq.block_table, context, context + 1)
+        line, _ = alternate(
+            pair,
+            lambda: pair.ours._forward(seq, context, context + 1, window),
+            lambda: pair.ours._forward(seq, context, context + 1, None),
+            rounds,
+        )
     finally:
         pair.ours.blocks.release(seq)
     return f"decode @{context:>5}: window {line} (window / gather)"
@@ -61,21 +105,31 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--model", default="synthetic:qwen2.5-0.5b", help="any model string engine.load takes"
+    )
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default=None)
     parser.add_argument("--prefill", type=int, nargs="*", default=[512, 2048], help="cold prefill lengths")
+    parser.add_argument("--warm", type=int, nargs="*", default=[1024], help="warm prefill lengths L")
     parser.add_argument("--contexts", type=int, nargs="*", default=[2048, 4096], help="decode contexts")
     parser.add_argument(
-        "--rounds", type=int, default=5, help="prefill rounds; decode runs three times as many"
+        "--rounds", type=int, default=7, help="prefill rounds; decode runs three times as many"
     )
     args = parser.parse_args()
-    shapes = Shapes((), tuple(args.contexts) or (16,), (1,), (16,), (32, 16), budget_s=0.0)
-    pair = Pair("synthetic:qwen2.5-0.5b", args.device, args.dtype, shapes)
+    block = 16
+    cached = sorted({block} | {n // 2 for n in args.warm} | set(args.contexts))
+    shapes = Shapes((), tuple(cached), (1,), (block,), (32, 16), budget_s=0.0)
+    pair = Pair(args.model, args.device, args.dtype, shapes)
     print(f"{pair.info}, alternating rounds: median [min-max] of each side")
     for n in args.prefill:
         print(prefill(pair, n, args.rounds), flush=True)
     for context in args.contexts:
         print(decode(pair, context, 3 * args.rounds), flush=True)
+    # L/2 first: the rounds with one cached block publish enough new blocks to evict the rest of the base
+    for n in args.warm:
+        for k in (n // 2, block):
+            print(warm(pair, n, k, args.rounds), flush=True)
     return 0
 
 

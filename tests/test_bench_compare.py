@@ -32,6 +32,7 @@ def run_file(tmp_path: Path, name: str, *, ours_prefill: float = 1.0, **identity
         record(0.1, case="cached", impl="ours", cached=512, new=32, ideal_ratio=0.05),
         record(0.2, case="cached", impl="transformers", cached=512, new=32, ideal_ratio=0.05),
         record(0.001, case="lookup", impl="ours", tokens=544),
+        record(3.0, case="prefill_alternating", impl="ours/transformers", tokens=544, ratio=0.9),
     ]
     for r in records:
         r["extra_info"] |= identity
@@ -46,8 +47,10 @@ def test_metrics_are_ratios_within_the_run(tmp_path: Path) -> None:
         {
             "ours/transformers prefill 544": 0.5,
             "ours/transformers cached 512+32": 0.5,
+            "warm/cold cached 512+32": 0.1 / 1.0,
             "achieved/ideal cached 512+32": 0.1 / 1.0 / 0.05,
             "lookup share 512+32": 0.001 / 0.1,
+            "ours/transformers alternating prefill 544": 0.9,
         }
     )
 
@@ -78,6 +81,24 @@ def test_regression_beyond_the_threshold_fails(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     # a slower full prefill of ours regresses its ratio to transformers (and flatters achieved/ideal)
     assert out.splitlines()[-1].endswith("regressed by more than 25%: ours/transformers prefill 544")
+
+
+def test_cases_the_baseline_lacks_are_listed_as_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_file(tmp_path, "baseline.json")
+    current = json.loads(run_file(tmp_path, "run.json").read_text())
+    current["benchmarks"] += [
+        record(0.5, case="cached", impl="ours", cached=16, new=1008, ideal_ratio=0.98),
+        record(0.6, case="prefill", impl="ours", tokens=1024),
+    ]
+    (tmp_path / "run.json").write_text(json.dumps(current))
+    assert bench_compare.main([str(tmp_path / "run.json"), str(base)]) == 0
+    new = [line.split() for line in capsys.readouterr().out.splitlines() if line.endswith(" new")]
+    assert [" ".join(words[:3]) for words in new] == [
+        "warm/cold cached 16+1008",
+        "achieved/ideal cached 16+1008",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,12 @@ def test_hit_ending_at_a_block_boundary(eng) -> None:
     assert_exact(eng, base[:32] + tokens(20, 1), expected_cached=32)
 
 
+def test_hit_of_one_block(eng) -> None:
+    base = tokens(48, 5)
+    eng.generate(base[:20], max_new_tokens=1)
+    assert_exact(eng, base, expected_cached=16)
+
+
 def test_hit_ending_mid_block_reuses_whole_blocks_only(eng) -> None:
     base = tokens(64, 0)
     eng.generate(base, max_new_tokens=1)
