@@ -38,6 +38,7 @@ from engine.kv_plans import Part, plan_prefix, plan_splice
 
 def main(args: argparse.Namespace) -> int:
     engine = open_engine(args)
+    env = environment(engine, "kv-compose", args)  # now: the commit whose code runs
     tok = lambda text: engine.tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
     pre = tok(
         template_parts(engine.tokenizer, QUESTIONS[0])[0]
@@ -66,7 +67,6 @@ def main(args: argparse.Namespace) -> int:
     summary = summarize(rows, variants)
 
     out = run_dir(args, "kv-compose", engine)
-    env = environment(engine, "kv-compose", args)
     write_json(out / "kv_compose.json", {"environment": env, "summary": summary, "prompts": rows})
     write_csv(out / "prompts.csv", flat(rows))
     write_csv(out / "summary.csv", flat(summary))

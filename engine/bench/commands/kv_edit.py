@@ -105,6 +105,7 @@ def layout_rescue(
 
 def main(args: argparse.Namespace) -> int:
     engine = open_engine(args)
+    env = environment(engine, "kv-edit", args)  # now: the commit whose code runs
     downstream = context(args.policies, args.seed)
     todo = [(i, p, cot) for i, p in enumerate(pairs(args.pairs, args.seed)) for cot in (False, True)]
     rows: list[dict[str, Any]] = []
@@ -118,7 +119,6 @@ def main(args: argparse.Namespace) -> int:
     layout_rows, layout_summary = layout_rescue(engine, args)
 
     out = run_dir(args, "kv-edit", engine)
-    env = environment(engine, "kv-edit", args)
     write_json(out / "kv_edit.json", {"environment": env, "agreement": agree, "summary": summary,
                                       "layout_summary": layout_summary, "pairs": rows, "layout": layout_rows})  # fmt: skip
     write_csv(out / "pairs.csv", flat(rows))
