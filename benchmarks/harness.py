@@ -31,6 +31,7 @@ class Shapes:
     diverging: tuple[int, int]  # (prompt length, first differing token) for the block-size case
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
     warm: tuple[int, ...] = ()  # prompt lengths L prefilled with one block and with L/2 tokens cached
+    trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -61,7 +62,7 @@ class Shapes:
 
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
-QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,))
+QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,), trace=(20, 8000))
 MAX_ROUNDS = 200
 
 

@@ -15,15 +15,21 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
 from engine.errors import CacheCapacityError
 from engine.sequence import Sequence
 
 
-def chain_hash(parent: bytes, tokens: tuple[int, ...]) -> bytes:
-    """128-bit BLAKE2b of the parent hash and the block's token ids."""
-    return hashlib.blake2b(parent + array("q", tokens).tobytes(), digest_size=16).digest()
+def token_bytes(tokens: Iterable[int]) -> bytes:
+    """Token ids as the bytes that are hashed: 8 per token (int64, native order)."""
+    return array("q", tokens).tobytes()
+
+
+def chain_hash(parent: bytes, block: bytes) -> bytes:
+    """128-bit BLAKE2b of the parent hash and the block's token ids (as `token_bytes`)."""
+    return hashlib.blake2b(parent + block, digest_size=16).digest()
 
 
 @dataclass
@@ -71,14 +77,16 @@ class BlockManager:
         The last token is never matched: its logits are needed, so at least it is recomputed.
         """
         bs, parent = self.block_size, self.root(salt)
+        n = (len(token_ids) - 1) // bs
+        data, width = token_bytes(token_ids[: n * bs]), 8 * bs
         ids: list[int] = []
         hashes: list[bytes] = []
-        for i in range((len(token_ids) - 1) // bs):
-            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
-            parent = chain_hash(parent, tokens)
+        for i in range(n):
+            parent = chain_hash(parent, data[i * width : (i + 1) * width])
             block_id = self.table.get(parent)
             if block_id is None:
                 break
+            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
             if self.blocks[block_id].token_ids != tokens:  # a hash collision: never serve wrong K/V
                 self.stats.collisions += 1
                 break
@@ -124,7 +132,7 @@ class BlockManager:
                 raise CacheCapacityError(
                     "the KV cache ran out of blocks while growing a sequence past the size it was admitted for"
                 )
-            block_id, _ = self.free.popitem(last=False)
+            block_id = self._take_free()
             self._evict(block_id)
             self.blocks[block_id].ref_count = 1
             seq.block_table.append(block_id)
@@ -135,7 +143,7 @@ class BlockManager:
         for i in range(len(seq.block_hashes), seq.num_kv // bs):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
             parent = seq.block_hashes[-1] if seq.block_hashes else self.root(seq.salt)
-            h = chain_hash(parent, tokens)
+            h = chain_hash(parent, token_bytes(tokens))
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]
             if h not in self.table:  # if an equal block is cached already, that one stays the cached copy
@@ -173,6 +181,10 @@ class BlockManager:
             "blocks_cached": cached,
             "blocks_free": len(self.free) - cached,
         }
+
+    def _take_free(self) -> int:
+        """The free block to fill next: the least recently used (eviction policy: LRU)."""
+        return self.free.popitem(last=False)[0]
 
     def _ref(self, block_id: int) -> None:
         block = self.blocks[block_id]

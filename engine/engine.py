@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerBase
 from engine.attention import MAX_BYTES, AttentionMaps, capture
 from engine.block_manager import BlockManager
 from engine.chat import Message
-from engine.devices import default_cache_bytes, dtype_name, now
+from engine.devices import dtype_name, now
 from engine.errors import PromptError
 from engine.identity import identity
 from engine.kv_cache import KVCache, SequenceKV, StepContext
@@ -49,16 +49,7 @@ class Engine:
         self.device, self.dtype = device, dtype
         self.cache_enabled = cache
         self.prefill_chunk = prefill_chunk
-        nbytes = (
-            None
-            if cache_tokens is not None
-            else int(cache_gb * 2**30)
-            if cache_gb
-            else default_cache_bytes(device)
-        )
-        num_blocks = KVCache.blocks_for_budget(
-            self.config, block_size, dtype, tokens=cache_tokens, nbytes=nbytes
-        )
+        num_blocks = KVCache.pool_blocks(self.config, block_size, dtype, device, cache_tokens, cache_gb)
         namespace = f"{source.digest}:{dtype_name(dtype)}".encode()
         self.blocks = BlockManager(num_blocks, block_size, namespace)
         self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)

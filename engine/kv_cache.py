@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.config import ModelConfig
+from engine.devices import default_cache_bytes
 
 
 class KVCache:
@@ -29,6 +30,21 @@ class KVCache:
         self.v = torch.empty(shape, dtype=dtype, device=device)
         self.num_blocks = num_blocks
         self.block_size = block_size
+
+    @staticmethod
+    def pool_blocks(
+        config: ModelConfig,
+        block_size: int,
+        dtype: torch.dtype,
+        device: torch.device,
+        cache_tokens: int | None,
+        cache_gb: float | None,
+    ) -> int:
+        """The engine's pool size in blocks: from `cache_tokens`, else `cache_gb`, else the device default."""
+        if cache_tokens is not None:
+            return KVCache.blocks_for_budget(config, block_size, dtype, tokens=cache_tokens, nbytes=None)
+        nbytes = int(cache_gb * 2**30) if cache_gb else default_cache_bytes(device)
+        return KVCache.blocks_for_budget(config, block_size, dtype, tokens=None, nbytes=nbytes)
 
     @staticmethod
     def blocks_for_budget(

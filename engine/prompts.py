@@ -15,7 +15,7 @@ from transformers import PreTrainedTokenizerBase
 from engine.chat import Message, render_text
 from engine.config import ModelConfig
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
-from engine.regions import Region, RenderedPrompt, render_prompt
+from engine.regions import Region, RenderedPrompt, marked_text, render_prompt
 
 Prompt = str | Sequence[Message] | Sequence[int]
 
@@ -92,6 +92,4 @@ class PromptEncoder:
         """The prompt text around the first token not served from cache, marked with ⟂."""
         if self.loaded_tokenizer is None or index >= len(ids):
             return ""
-        before = self.loaded_tokenizer.decode(ids[max(0, index - width) : index])
-        after = self.loaded_tokenizer.decode(ids[index : index + width])
-        return f"{before}⟂{after}"
+        return marked_text(self.loaded_tokenizer, ids, index, width)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.block_manager import BlockManager, chain_hash
+from engine.block_manager import BlockManager, chain_hash, token_bytes
 from engine.errors import CacheCapacityError
 from engine.sequence import Sequence
 
@@ -30,7 +30,7 @@ def chain_ok(bm: BlockManager, seq: Sequence) -> None:
     """Every published block of a live sequence is stored under the hash of its chain."""
     parent = bm.root(seq.salt)
     for i, h in enumerate(seq.block_hashes):
-        parent = chain_hash(parent, tuple(seq.token_ids[i * BS : (i + 1) * BS]))
+        parent = chain_hash(parent, token_bytes(seq.token_ids[i * BS : (i + 1) * BS]))
         assert parent == h
 
 

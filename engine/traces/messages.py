@@ -1,6 +1,6 @@
 """Chat messages and tool definitions as users hand them in: one request's JSON read into (messages, tools),
-the messages validated, and OpenAI's JSON-string tool-call arguments parsed into the objects templates
-expect."""
+the messages validated, and tool calls built with OpenAI's JSON-string arguments parsed into the objects
+templates expect."""
 
 from __future__ import annotations
 
@@ -33,17 +33,21 @@ def split_request(data: Any) -> tuple[Any, Any]:
     return (data.get("messages"), data.get("tools")) if isinstance(data, dict) else (data, None)
 
 
-def parse_tool_arguments(message: Message) -> Message:
-    """OpenAI sends tool-call arguments as a JSON string; chat templates expect an object (as vLLM does)."""
-    if not message.get("tool_calls"):
-        return message
-    calls = []
-    for call in message["tool_calls"]:
-        fn = dict(call.get("function", call))
-        if isinstance(fn.get("arguments"), str):
-            try:
-                fn["arguments"] = json.loads(fn["arguments"])
-            except json.JSONDecodeError:
-                pass  # not JSON: the template renders the string as it is
-        calls.append({**call, "function": fn} if "function" in call else fn)
-    return {**message, "tool_calls": calls}
+def parse_arguments(arguments: Any) -> Any:
+    """OpenAI sends tool-call arguments as a JSON string; chat templates expect an object (as vLLM does).
+    A string that is not JSON stays as it is: the template renders the string."""
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """One tool call in the form the engine renders, whichever format it came in."""
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": parse_arguments(arguments)},
+    }

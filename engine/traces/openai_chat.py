@@ -1,43 +1,90 @@
-"""Today's trace format: a JSON list with one entry per request, each a list of chat messages (OpenAI
-format, tool calls included) or {"messages": [...], "tools": [...]}."""
+"""OpenAI Chat Completions request bodies (today's trace format) -> `TraceRequest` (messages + tools).
+
+A request is a body (`messages`, optional `tools`, `model`) or a bare message list.
+
+Accepted: `content` as a string, null (a message that is only tool calls) or a list of text parts (joined
+with "\n"); the `developer` role (read as `system`, as templates know no other); `name` on tool messages;
+tool calls whose `arguments` are JSON strings. Images, audio and files are refused by name: the local
+tokenizer cannot count them.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from engine.errors import PromptError, TraceError
-from engine.traces.messages import Message, parse_tool_arguments, split_request, validate_messages
+from engine.traces.messages import Message, tool_call
+from engine.traces.request import FieldError, TraceRequest, expect, function_tool
+
+CHAT_ROLES = {
+    "system": "system",
+    "developer": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+TEXT_PARTS = ("text", "input_text", "output_text", "refusal")
+PART_JOIN = "\n"  # how every format joins a message's text parts/blocks: the same text in all of them
 
 
-@dataclass(frozen=True)
-class TraceRequest:
-    messages: list[Message]
-    tools: list[dict[str, Any]] | None = None
-
-
-def read_trace(path: Path) -> list[TraceRequest]:
-    """Every request of the trace, validated (refused with the request's number, never skipped)."""
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise TraceError(f"trace file {path} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceError(f"trace file {path} is not valid JSON: {e}") from None
-    if not isinstance(data, list) or not data:
-        raise TraceError(f"{path}: expected a non-empty JSON list of requests")
-    requests = []
-    for i, entry in enumerate(data):
-        messages, tools = split_request(entry)
-        if not isinstance(messages, list):
-            raise TraceError(
-                f"{path}: request {i + 1} is neither a message list nor an object with 'messages'"
+def parts_text(content: Any, field_path: str) -> str:
+    """A string, null, or a list of text parts (`{"type": "text", "text": ...}`) as one string."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = []
+    for j, part in enumerate(expect(content, list, field_path)):
+        where = f"{field_path}[{j}]"
+        kind = expect(part, dict, where).get("type")
+        if kind not in TEXT_PARTS:
+            raise FieldError(
+                f"{where}.type",
+                f"{kind!r} parts are not supported (only text: the local tokenizer counts text)",
             )
-        try:
-            validate_messages(messages)
-        except PromptError as e:
-            raise TraceError(f"{path}: request {i + 1}: {e}") from None
-        requests.append(TraceRequest([parse_tool_arguments(m) for m in messages], tools))
-    return requests
+        texts.append(expect(part.get("text", part.get("refusal")), str, f"{where}.text"))
+    return PART_JOIN.join(texts)
+
+
+def _message(m: Any, i: int) -> Message:
+    where = f"messages[{i}]"
+    role = CHAT_ROLES.get(expect(m, dict, where).get("role"))
+    if role is None:
+        raise FieldError(f"{where}.role", f"expected one of {', '.join(CHAT_ROLES)}, got {m.get('role')!r}")
+    out: Message = {"role": role, "content": parts_text(m.get("content"), f"{where}.content")}
+    if m.get("tool_calls"):
+        calls = []
+        for j, call in enumerate(expect(m["tool_calls"], list, f"{where}.tool_calls")):
+            at = f"{where}.tool_calls[{j}]"
+            fn = expect(expect(call, dict, at).get("function", call), dict, f"{at}.function")
+            name = expect(fn.get("name"), str, f"{at}.function.name")
+            calls.append(tool_call(str(call.get("id", f"call_{i}_{j}")), name, fn.get("arguments", {})))
+        out["tool_calls"] = calls
+    if role == "tool":
+        out["tool_call_id"] = str(m.get("tool_call_id", ""))
+        if isinstance(m.get("name"), str):
+            out["name"] = m["name"]
+    return out
+
+
+def parse_chat_completions(body: Any) -> TraceRequest:
+    """One request: a Chat Completions body (`messages`, optional `tools`, `model`) or a bare message list."""
+    if isinstance(body, list):
+        body = {"messages": body}
+    messages = expect(expect(body, dict, "request").get("messages"), list, "messages")
+    if not messages:
+        raise FieldError("messages", "empty: a request needs at least one message")
+    tools = [_tool(t, j) for j, t in enumerate(expect(body.get("tools") or [], list, "tools"))]
+    model = body.get("model")
+    return TraceRequest(
+        [_message(m, i) for i, m in enumerate(messages)],
+        tools or None,
+        model=model if isinstance(model, str) else None,
+    )
+
+
+def _tool(tool: Any, j: int) -> dict[str, Any]:
+    fn = expect(expect(tool, dict, f"tools[{j}]").get("function"), dict, f"tools[{j}].function")
+    extra = {k: v for k, v in fn.items() if k not in ("name", "description", "parameters")}
+    return function_tool(
+        fn.get("name"), fn.get("description"), fn.get("parameters"), extra, f"tools[{j}].function"
+    )

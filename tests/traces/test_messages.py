@@ -1,11 +1,12 @@
-"""Chat messages as users hand them in: validation, request JSON split, OpenAI tool arguments parsed."""
+"""Chat messages as users hand them in: validation, request JSON split, tool calls with OpenAI's string
+arguments parsed."""
 
 from __future__ import annotations
 
 import pytest
 
 from engine.errors import PromptError
-from engine.traces.messages import parse_tool_arguments, split_request, validate_messages
+from engine.traces.messages import parse_arguments, split_request, tool_call, validate_messages
 
 USER = {"role": "user", "content": "hi"}
 
@@ -31,11 +32,9 @@ def test_a_request_is_a_message_list_or_an_object_with_tools() -> None:
 
 
 def test_string_arguments_become_objects_and_non_json_stays_text() -> None:
-    calls = [
-        {"type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}},
-        {"name": "g", "arguments": "not json"},
-    ]
-    parsed = parse_tool_arguments({"role": "assistant", "content": "", "tool_calls": calls})["tool_calls"]
-    assert parsed[0]["function"]["arguments"] == {"a": 1} and parsed[1]["arguments"] == "not json"
-    assert calls[0]["function"]["arguments"] == '{"a": 1}'  # the caller's message is not changed
-    assert parse_tool_arguments(USER) is USER
+    assert tool_call("c1", "f", '{"a": 1}') == {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "f", "arguments": {"a": 1}},
+    }
+    assert parse_arguments("not json") == "not json" and parse_arguments({"a": 1}) == {"a": 1}

@@ -1,16 +1,21 @@
-"""`python -m engine.bench replay TRACE.json`: replay your own agent's requests and see, turn by turn,
-where prefix reuse ended and what it cost.
+"""`python -m engine.bench replay TRACE [TRACE ...]`: replay your own agent's requests and see, request by
+request, where prefix reuse ended, what it cost, and what each hosted prompt cache would have served.
 
-TRACE.json is a JSON list with one entry per request: a list of chat messages (OpenAI format, tool
-calls included), or {"messages": [...], "tools": [...]}. The assistant message that the next request
-carries at the end of this one's messages is taken as this request's reply: its blocks are cached as
-if the engine had generated it, as a serving engine would have.
+A TRACE is a JSON list of requests or JSONL (one request per line, as proxies log them) in OpenAI Chat
+Completions, OpenAI Responses or Anthropic Messages form (auto-detected; --format forces one), or
+`example:<format>`, a short agent session shipped with the package. The assistant message that the next
+request carries after this one's messages is taken as this request's reply: it is cached as if the engine
+had generated it, as a serving engine would have.
+
+Full replay (default) runs the model: TTFT per request. --analyze runs no model (tokenizer and chat
+template only): the engine's own block hashing gives the same cached tokens, plus --rules (what OpenAI,
+Anthropic, DeepSeek and Gemini would cache and bill) and --pressure (several sessions interleaved by time
+against one local cache: hit rate against capacity, LRU against fewest-reuses eviction).
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from engine.bench.machinery.args import add_bench_args, open_engine
@@ -18,8 +23,15 @@ from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, pl
 from engine.bench.machinery.replayer import Conversation, Replayer, Request
 from engine.bench.machinery.report import summarize, table, write_results
 from engine.bench.machinery.results import environment, run_dir
-from engine.chat import Message
-from engine.traces.openai_chat import read_trace
+from engine.bench.machinery.trace_analysis import run_analysis
+from engine.errors import TraceError
+from engine.traces.analysis import replies
+from engine.traces.formats import PARSERS
+from engine.traces.load import load_trace
+from engine.traces.providers.registry import ALL, rule_names
+from engine.traces.request import TraceRequest
+from engine.traces.sessions import interleave
+from engine.traces.shipped import EXAMPLES, trace_path
 
 TURN_COLUMNS = [
     "turn",
@@ -37,32 +49,56 @@ TURN_COLUMNS = [
 def register(commands: Any) -> None:
     p = commands.add_parser(
         "replay",
-        help="replay your own trace: where reuse ended, turn by turn",
+        help="replay your own trace: where reuse ended, turn by turn (--analyze: no model, hosted rules)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("trace", type=Path, help="JSON list of per-request message lists")
+    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
+    p.add_argument("traces", nargs="+", help=f"trace files (JSON list or JSONL), or {examples}")
+    p.add_argument(
+        "--format", choices=list(PARSERS), default=None, help="the traces' format (default: detected)"
+    )
+    p.add_argument(
+        "--analyze", action="store_true", help="no model forward: tokenizer and chat template only"
+    )
+    p.add_argument("--rules", default=None, help=f"with --analyze: cache rules to compare (default {ALL})")
+    p.add_argument(
+        "--pressure",
+        action="store_true",
+        help="with --analyze: local cache hit rate against capacity (to --cache-tokens), per eviction policy",
+    )
     add_bench_args(p)
     p.set_defaults(func=main)
 
 
-def load_trace(path: Path) -> list[Request]:
-    """The trace's requests (today's OpenAI-chat format), as the replayer takes them."""
-    return [Request(r.messages, r.tools) for r in read_trace(path)]
+def load_requests(args: argparse.Namespace) -> list[TraceRequest]:
+    """Every request of every trace, in the order they were sent."""
+    return interleave([r for name in args.traces for r in load_trace(trace_path(name), args.format)])
 
 
 def main(args: argparse.Namespace) -> int:
-    requests = load_trace(args.trace)
+    requests = load_requests(args)
+    if args.analyze:
+        return run_analysis(args, requests, rule_names(args.rules or ALL))
+    if args.rules is not None or args.pressure:
+        raise TraceError("--rules and --pressure are analyses without a model: add --analyze")
+    sessions = list(dict.fromkeys(r.session for r in requests))
+    if len(sessions) > 1:
+        raise TraceError(
+            f"a full replay takes one session, these traces hold {len(sessions)} "
+            f"({', '.join(sessions[:3])}...): replay one, or analyze them together with --analyze"
+        )
+    return replay(args, requests)
+
+
+def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
     engine = open_engine(args)
-
-    def reply(t: int) -> Message | None:
-        n = len(requests[t].messages)
-        following = requests[t + 1].messages if t + 1 < len(requests) else []
-        return following[n] if len(following) > n and following[n]["role"] == "assistant" else None
-
-    conv = Conversation("trace", lambda t, _replies: requests[t], reply)
+    requests = [Request(r.messages, r.tools) for r in trace]
+    following = replies(trace)
+    conv = Conversation("trace", lambda t, _replies: requests[t], lambda t: following[t])
     records = Replayer(engine, args.repeats).run([conv], len(requests), desc="replay")
-    out = run_dir(args, f"replay-{args.trace.stem}", engine)
+    name = trace[0].session
+    out = run_dir(args, f"replay-{name}", engine)
     rows = [r.row() for r in records]
     notes = [
         "Per request: where the prompt first differs from the previous request plus its reply "
@@ -70,8 +106,8 @@ def main(args: argparse.Namespace) -> int:
         "",
         table(rows, TURN_COLUMNS),
     ]
-    plot_ttft(records, out / "ttft_per_turn.png", f"TTFT per request: {args.trace.name}")
-    plot_cached_share(records, out / "cached_share.png", f"Cached share per request: {args.trace.name}")
+    plot_ttft(records, out / "ttft_per_turn.png", f"TTFT per request: {name}")
+    plot_cached_share(records, out / "cached_share.png", f"Cached share per request: {name}")
     plot_token_strip(records, len(records), out / "token_strip.png", "Where reuse ends on the last request")
     plots = [
         ("ttft_per_turn.png", "TTFT per request"),
@@ -80,7 +116,7 @@ def main(args: argparse.Namespace) -> int:
     ]
     env = environment(engine, "replay", args)
     summary = summarize(records, "trace")
-    write_results(out, f"Trace replay: {args.trace.name}", env, records, summary, notes, plots)
+    write_results(out, f"Trace replay: {name}", env, records, summary, notes, plots)
     print(table(rows, TURN_COLUMNS))
     print(f"results: {out}")
     return 0

@@ -11,6 +11,7 @@ from engine.cli import add_model_args, engine_options
 from engine.engine import Engine
 from engine.errors import ModelNotFoundError
 from engine.loader import load
+from engine.sources import resolve
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 FALLBACK_MODEL = "smollm2-135m"
@@ -33,20 +34,25 @@ def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
     )
 
 
+def chosen_model(args: argparse.Namespace) -> str:
+    """`--model`, with `auto` made Qwen2.5-0.5B-Instruct (local HF cache or the hub) where it can be had,
+    else the bundled SmolLM2, with a notice."""
+    if args.model != "auto":
+        return args.model
+    try:
+        resolve(DEFAULT_MODEL, args.seed)
+        return DEFAULT_MODEL
+    except ModelNotFoundError:
+        print(
+            f"[{DEFAULT_MODEL} is neither cached nor downloadable here; using the bundled {FALLBACK_MODEL}]",
+            file=sys.stderr,
+        )
+        return FALLBACK_MODEL
+
+
 def open_engine(args: argparse.Namespace) -> Engine:
-    """`auto`: Qwen2.5-0.5B-Instruct from the local HF cache or the hub; else the bundled SmolLM2, with a
-    notice."""
-    model = args.model
-    if model == "auto":
-        try:
-            return load(DEFAULT_MODEL, args.device, args.dtype, seed=args.seed, **engine_options(args))
-        except ModelNotFoundError:
-            print(
-                f"[{DEFAULT_MODEL} is neither cached nor downloadable here; "
-                f"using the bundled {FALLBACK_MODEL}]",
-                file=sys.stderr,
-            )
-            model = FALLBACK_MODEL
+    """The engine of `chosen_model`, with a notice when its weights are synthetic."""
+    model = chosen_model(args)
     engine = load(model, args.device, args.dtype, seed=args.seed, **engine_options(args))
     if engine.source.synthetic:
         print(

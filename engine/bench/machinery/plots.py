@@ -1,12 +1,13 @@
 """Plots of replayed conversations: TTFT per turn, cached share per turn, and a token strip per
-conversation showing where reuse ended on one turn."""
+conversation showing where reuse ended on one turn; of trace analyses: cumulative cached share per cache rule
+and the local cache's hit rate against its capacity."""
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import matplotlib
 
@@ -15,6 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from engine.bench.machinery.replayer import TurnRecord  # noqa: E402
+from engine.traces.analysis import AnalyzedRequest  # noqa: E402
+from engine.traces.pressure import PressurePoint  # noqa: E402
 
 
 def _by_conversation(records: Sequence[TurnRecord]) -> dict[str, list[TurnRecord]]:
@@ -107,9 +110,23 @@ def plot_compaction(records: Sequence[TurnRecord], path: Path, title: str) -> No
     plt.close(fig)
 
 
+class StripRecord(Protocol):
+    conversation: str
+    turn: int
+    prompt_tokens: int
+    cached_tokens: int
+    computed_tokens: int
+    regions: list[tuple[str, int, int]]
+
+
 def plot_token_strip(records: Sequence[TurnRecord], turn: int, path: Path, title: str) -> None:
     """One bar per conversation: its prompt on `turn`; cached tokens green, computed orange, regions."""
-    rows = [r for r in records if r.turn == turn]
+    plot_strip([r for r in records if r.turn == turn], path, title, f"prompt token index on turn {turn}")
+
+
+def plot_strip(rows: Sequence[StripRecord], path: Path, title: str, xlabel: str) -> None:
+    """One bar per record (named by conversation, and turn where they differ): cached tokens green,
+    computed orange, region boundaries marked."""
     fig, ax = plt.subplots(figsize=(11, 0.9 * len(rows) + 1.4))
     width = max(r.prompt_tokens for r in rows)
     for y, r in enumerate(rows):
@@ -119,13 +136,12 @@ def plot_token_strip(records: Sequence[TurnRecord], turn: int, path: Path, title
             ax.plot([start, start], [y - 0.32, y + 0.32], color="black", lw=0.6)
             if (end - start) / width > 0.05:
                 ax.text((start + end) / 2, y + 0.33, label, ha="center", va="bottom", fontsize=6.5)
-    ax.set_yticks(range(len(rows)), [r.conversation for r in rows])
-    ax.invert_yaxis()
-    ax.set(
-        xlabel=f"prompt token index on turn {turn} (green: from cache, orange: computed)",
-        xlim=(0, width),
-        title=title,
+    same_turn = len({r.turn for r in rows}) == 1
+    ax.set_yticks(
+        range(len(rows)), [r.conversation if same_turn else f"{r.conversation} #{r.turn}" for r in rows]
     )
+    ax.invert_yaxis()
+    ax.set(xlabel=f"{xlabel} (green: from cache, orange: computed)", xlim=(0, width), title=title)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -161,3 +177,29 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_rule_shares(
+    records: Sequence[AnalyzedRequest], rules: Sequence[str], path: Path, title: str
+) -> None:
+    """Per cache rule: prompt tokens served from cache so far over prompt tokens so far, per request."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    x = range(1, len(records) + 1)
+    prompt = list(itertools.accumulate(r.prompt_tokens for r in records))
+    for rule in rules:
+        cached = itertools.accumulate(r.served[rule].cached_tokens for r in records)
+        ax.plot(x, [100 * c / p for c, p in zip(cached, prompt, strict=True)], marker="o", ms=3, label=rule)
+    ax.set(xlabel="request (in the order sent)", ylabel="prompt tokens from cache so far (%)", ylim=(-3, 103))
+    ax.set_title(title)
+    _save(fig, path, ax)
+
+
+def plot_pressure(points: Sequence[PressurePoint], path: Path, title: str) -> None:
+    """Hit rate of the local cache against its capacity, one line per eviction policy."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for policy in dict.fromkeys(p.policy for p in points):
+        mine = [p for p in points if p.policy == policy]
+        ax.plot([p.cache_tokens for p in mine], [100 * p.hit_rate for p in mine], marker="o", label=policy)
+    ax.set(xlabel="local cache capacity (tokens)", ylabel="prompt tokens from cache (%)", ylim=(-3, 103))
+    ax.set_title(f"{title} (lines: eviction policies)")
+    _save(fig, path, ax)

@@ -20,7 +20,8 @@ from engine.bench.machinery.stats import spread
 from engine.chat import Message
 from engine.engine import Engine
 from engine.errors import CompactionError
-from engine.regions import common_prefix, render_prompt
+from engine.regions import common_prefix, marked_text, render_prompt
+from engine.traces.rendering import reply_tail
 
 
 @dataclass(frozen=True)
@@ -72,15 +73,14 @@ class TurnRecord:
 
 
 def reply_tokens(engine: Engine, request: Request, reply: str | Message) -> list[int]:
-    """The tokens a model emits for `reply`: what the template renders after the generation prompt, up to
-    and including the end-of-turn token."""
+    """The tokens a model emits for `reply` (`engine.traces.rendering.reply_tail`), or where the template
+    rewrites the prompt when the reply follows it, the reply's text and an end-of-turn token."""
     message = reply if isinstance(reply, dict) else {"role": "assistant", "content": reply}
     prompt = engine.render(request.messages, request.tools)
     full = engine.render([*request.messages, message], request.tools, add_generation_prompt=False)
-    if full[: len(prompt)] == prompt:
-        tail = full[len(prompt) :]
-        end = next((i for i, t in enumerate(tail) if t in engine.source.eos_ids), len(tail) - 1)
-        return tail[: end + 1]
+    tail = reply_tail(prompt, full, engine.source.eos_ids)
+    if tail is not None:
+        return tail
     text = str(message.get("content") or "")
     return engine.tokenizer(text, add_special_tokens=False).input_ids + list(engine.source.eos_ids[:1])
 
@@ -179,7 +179,9 @@ class Replayer:
             divergence_context=u.divergence_context,
             first_change=first_change,
             change_region=rendered.region_at(first_change).label if first_change >= 0 else "",
-            change_context=self._context(ids, first_change) if first_change >= 0 else "",
+            change_context=marked_text(self.engine.tokenizer, ids, first_change, 16)
+            if first_change >= 0
+            else "",
             ttft_s=ttft["median"],
             ttft_min_s=ttft["min"],
             ttft_max_s=ttft["max"],
@@ -192,7 +194,3 @@ class Replayer:
             regions=[(r.label, r.start, r.end) for r in rendered.regions],
             meta=dict(req.meta),
         )
-
-    def _context(self, ids: list[int], index: int, width: int = 16) -> str:
-        tok = self.engine.tokenizer
-        return f"{tok.decode(ids[max(0, index - width) : index])}⟂{tok.decode(ids[index : index + width])}"

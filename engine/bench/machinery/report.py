@@ -105,4 +105,9 @@ def _fmt(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 100 else f"{value:.0f}"
-    return str(value)
+    return one_line(str(value))
+
+
+def one_line(text: str) -> str:
+    """Text for a table row or a list item: line breaks (prompt text often has them) shown as ↵."""
+    return text.replace("\n", "↵")

@@ -34,8 +34,14 @@ def git_commit() -> str:
 
 def environment(engine: Engine, command: str, args: argparse.Namespace) -> dict[str, Any]:
     """Model, weights digest, dtype, device, versions, commit and the exact options of this run."""
+    return run_environment(engine.info, command, args)
+
+
+def run_environment(info: dict[str, Any], command: str, args: argparse.Namespace) -> dict[str, Any]:
+    """`info` (`engine.identity`: what a run without an engine knows of its model) with the command, options,
+    commit, threads and date."""
     options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"}
-    return engine.info | {
+    return info | {
         "command": command,
         "options": options,
         "commit": git_commit(),

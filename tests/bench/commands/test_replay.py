@@ -1,4 +1,5 @@
-"""`python -m engine.bench replay TRACE.json`: divergence points of a user's own trace."""
+"""`python -m engine.bench replay TRACE`: divergence points of a user's own trace, replayed through the model
+or analyzed without one (hosted rules, multi-session pressure)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,12 @@ import sys
 import pytest
 
 import engine
-from engine.bench.commands.replay import load_trace
-from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.__main__ import main
+from engine.bench.machinery.replayer import Conversation, Replayer, Request
+from engine.errors import TraceError
+from engine.traces.analysis import replies
+from engine.traces.load import load_trace
+from engine.traces.shipped import EXAMPLES
 from tests.traces.billing_trace import trace_turns
 
 
@@ -18,17 +23,11 @@ from tests.traces.billing_trace import trace_turns
 def records(tiny_dir, tmp_path_factory):
     path = tmp_path_factory.mktemp("trace") / "trace.json"
     path.write_text(json.dumps(trace_turns()))
-    requests = load_trace(path)
+    trace = load_trace(path)
+    requests, following = [Request(r.messages, r.tools) for r in trace], replies(trace)
     e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=8192)
-
-    def reply(t: int):
-        n = len(requests[t].messages)
-        following = requests[t + 1].messages if t + 1 < len(requests) else []
-        return following[n] if len(following) > n and following[n]["role"] == "assistant" else None
-
-    return e, Replayer(e, repeats=1, cold=False).run(
-        [Conversation("trace", lambda t, _: requests[t], reply)], 4
-    )
+    conv = Conversation("trace", lambda t, _: requests[t], lambda t: following[t])
+    return e, Replayer(e, repeats=1, cold=False).run([conv], 4)
 
 
 def test_appending_turns_only_extend(records) -> None:
@@ -93,3 +92,46 @@ def test_replay_command_end_to_end(tiny_dir, tmp_path) -> None:
         and missing.stderr.strip().startswith("error:")
         and "Traceback" not in missing.stderr
     )
+
+
+@pytest.mark.parametrize("fmt", list(EXAMPLES))
+def test_analyze_every_shipped_example(tiny_dir, tmp_path, capsys, fmt: str) -> None:
+    out = tmp_path / fmt
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    assert main(["replay", f"example:{fmt}", "--analyze", "--model", model, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "09:⟂11 UTC" in printed  # request 6's refreshed clock line is named
+    rules = {row.split(",")[0] for row in (out / "rules.csv").read_text().splitlines()[1:]}
+    assert rules == {"local", "openai", "anthropic", "deepseek", "gemini"}
+    for name in ("analysis.json", "requests.csv", "report.md", "cached_share_by_rule.png", "token_strip.png"):
+        assert (out / name).stat().st_size > 0
+    assert "## What changed where reuse was lost" in (out / "report.md").read_text()
+
+
+def test_analyze_several_sessions_under_pressure(tiny_dir, tmp_path) -> None:
+    billing = tmp_path / "billing.json"
+    billing.write_text(json.dumps(trace_turns()))
+    out, model = tmp_path / "out", str(tiny_dir("qwen2", tokenizer=True))
+    args = ["replay", "example:openai-chat", str(billing), "--analyze", "--pressure", "--rules", "openai"]
+    assert main([*args, "--model", model, "--out", str(out), "--cache-tokens", "4096"]) == 0
+    data = json.loads((out / "analysis.json").read_text())
+    assert {r["conversation"] for r in data["requests"]} == {"fix-date-parser", "billing"}
+    assert {p["policy"] for p in data["pressure"]} == {"lru", "fewest-reuses"}
+    assert max(p["cache_tokens"] for p in data["pressure"]) == 4096 and (out / "pressure.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["example:anthropic", "--rules", "openai"], "add --analyze"),
+        (["example:anthropic", "BILLING"], "a full replay takes one session"),
+        (["example:xml"], "no shipped example"),
+        (["example:anthropic", "--analyze", "--rules", "azure"], "unknown cache rule"),
+    ],
+)
+def test_refusals(tiny_dir, tmp_path, argv: list[str], message: str) -> None:
+    billing = tmp_path / "billing.json"
+    billing.write_text(json.dumps(trace_turns()))
+    argv = [str(billing) if a == "BILLING" else a for a in argv]
+    with pytest.raises(TraceError, match=message):
+        main(["replay", *argv, "--model", str(tiny_dir("qwen2", tokenizer=True))])

@@ -20,3 +20,8 @@ def test_table_aligns_columns_and_formats_values() -> None:
     assert lines[2] == "| a         | 1.235 | 1234 |"
     assert lines[3] == "| long name | -     |      |"
     assert len({len(line) for line in lines}) == 1
+
+
+def test_a_cell_with_newlines_stays_on_its_row() -> None:
+    lines = table([{"context": "a\nb"}], ["context"]).splitlines()
+    assert len(lines) == 3 and lines[2] == "| a↵b     |"

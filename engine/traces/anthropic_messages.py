@@ -1,0 +1,166 @@
+"""Anthropic Messages request bodies -> `TraceRequest`.
+
+`system` (a string or text blocks) becomes the system message; `tool_use` blocks become the assistant
+message's tool calls and `tool_result` blocks tool messages, so the conversation renders exactly as its
+OpenAI form would. `thinking` blocks are dropped (a chat template renders no earlier reasoning). Every
+`cache_control` marker is kept as a `Breakpoint` on the normalized message its block lands in (a marker
+on one of several text blocks of a message applies at the end of that message); a top-level
+`cache_control` turns on automatic caching. More than 4 breakpoints are refused, as the API does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.traces.messages import Message, tool_call
+from engine.traces.openai_chat import PART_JOIN, parts_text
+from engine.traces.request import (
+    TOOLS,
+    Breakpoint,
+    FieldError,
+    TraceRequest,
+    expect,
+    function_tool,
+    ttl_of,
+)
+
+MAX_BREAKPOINTS = 4
+DROPPED = ("thinking", "redacted_thinking")
+
+
+class _Builder:
+    """Normalized messages and the breakpoints that land on them, built block by block."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.breakpoints: list[Breakpoint] = []
+        self.text: list[str] = []  # text blocks of the user message being gathered
+        self.pending: list[float] = []  # ttls of markers on those blocks
+
+    def flush_user(self) -> None:
+        if self.text:
+            self.mark(len(self.messages), self.pending)
+            self.messages.append({"role": "user", "content": PART_JOIN.join(self.text)})
+        self.text, self.pending = [], []
+
+    def mark(self, message: int, ttls: list[float]) -> None:
+        self.breakpoints += [Breakpoint(message, ttl) for ttl in ttls]
+
+    def user(self, content: Any, where: str) -> None:
+        for j, block in enumerate(_blocks(content, where)):
+            at, kind = f"{where}[{j}]", block["type"]
+            ttls = [ttl_of(block["cache_control"], f"{at}.cache_control")] if "cache_control" in block else []
+            if kind == "text":
+                self.text.append(expect(block.get("text"), str, f"{at}.text"))
+                self.pending += ttls
+            elif kind == "tool_result":
+                self.flush_user()
+                self.mark(len(self.messages), ttls)
+                self.messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": str(block.get("tool_use_id", "")),
+                        "content": parts_text(block.get("content"), f"{at}.content"),
+                    }
+                )
+            else:
+                raise FieldError(
+                    f"{at}.type", f"{kind!r} blocks are not supported in user messages (text, tool_result)"
+                )
+        self.flush_user()
+
+    def assistant(self, content: Any, where: str) -> None:
+        text, calls, ttls = [], [], []
+        for j, block in enumerate(_blocks(content, where)):
+            at, kind = f"{where}[{j}]", block["type"]
+            if "cache_control" in block:
+                ttls.append(ttl_of(block["cache_control"], f"{at}.cache_control"))
+            if kind == "text":
+                text.append(expect(block.get("text"), str, f"{at}.text"))
+            elif kind == "tool_use":
+                calls.append(
+                    tool_call(
+                        str(block.get("id", "")),
+                        expect(block.get("name"), str, f"{at}.name"),
+                        expect(block.get("input", {}), dict, f"{at}.input"),
+                    )
+                )
+            elif kind not in DROPPED:
+                raise FieldError(
+                    f"{at}.type",
+                    f"{kind!r} blocks are not supported in assistant messages (text, tool_use, thinking)",
+                )
+        self.mark(len(self.messages), ttls)
+        self.messages.append(
+            {"role": "assistant", "content": PART_JOIN.join(text)} | ({"tool_calls": calls} if calls else {})
+        )
+
+
+def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    blocks = expect(content, list, where)
+    for j, block in enumerate(blocks):
+        expect(expect(block, dict, f"{where}[{j}]").get("type"), str, f"{where}[{j}].type")
+    return blocks
+
+
+def _tools(raw: Any, b: _Builder) -> list[dict[str, Any]]:
+    tools = []
+    for j, t in enumerate(expect(raw or [], list, "tools")):
+        at = f"tools[{j}]"
+        if "input_schema" not in expect(t, dict, at):
+            raise FieldError(
+                f"{at}.input_schema", f"missing: server tools ({t.get('type')!r}) are not supported"
+            )
+        if "cache_control" in t:
+            b.mark(TOOLS, [ttl_of(t["cache_control"], f"{at}.cache_control")])
+        extra = {
+            k: v
+            for k, v in t.items()
+            if k not in ("name", "description", "input_schema", "cache_control", "type")
+        }
+        tools.append(function_tool(t.get("name"), t.get("description"), t["input_schema"], extra, at))
+    return tools
+
+
+def parse_anthropic(body: Any) -> TraceRequest:
+    expect(body, dict, "request")
+    b = _Builder()
+    tools = _tools(body.get("tools"), b)
+    if body.get("system") is not None:
+        system = body["system"]
+        blocks = _blocks(system, "system")
+        ttls = [
+            ttl_of(x["cache_control"], f"system[{j}].cache_control")
+            for j, x in enumerate(blocks)
+            if "cache_control" in x
+        ]
+        b.mark(0, ttls)
+        b.messages.append({"role": "system", "content": parts_text(blocks, "system")})
+    raw = expect(body.get("messages"), list, "messages")
+    if not raw:
+        raise FieldError("messages", "empty: a request needs at least one message")
+    for i, m in enumerate(raw):
+        role = expect(m, dict, f"messages[{i}]").get("role")
+        if role == "user":
+            b.user(m.get("content"), f"messages[{i}].content")
+        elif role == "assistant":
+            b.assistant(m.get("content"), f"messages[{i}].content")
+        else:
+            raise FieldError(f"messages[{i}].role", f"expected user or assistant, got {role!r}")
+    auto = ttl_of(body["cache_control"], "cache_control") if body.get("cache_control") is not None else None
+    if len(b.breakpoints) + (auto is not None) > MAX_BREAKPOINTS:
+        raise FieldError(
+            "cache_control",
+            f"{len(b.breakpoints) + (auto is not None)} breakpoints; "
+            f"Anthropic allows at most {MAX_BREAKPOINTS}",
+        )
+    model = body.get("model")
+    return TraceRequest(
+        b.messages,
+        tools or None,
+        breakpoints=tuple(sorted(b.breakpoints, key=lambda x: x.message)),
+        auto_cache_ttl_s=auto,
+        model=model if isinstance(model, str) else None,
+    )

@@ -1,0 +1,59 @@
+"""Which format a trace entry is in: OpenAI Chat Completions, OpenAI Responses or Anthropic Messages.
+
+Told apart by what only one of them has: Responses bodies have `input`/`instructions`; Anthropic bodies a
+top-level `system`, `cache_control`, tools with `input_schema` or `tool_use`/`tool_result`/`thinking`
+blocks; Chat Completions bodies `system`/`developer`/`tool` roles or `tool_calls`. A body of plain user
+and assistant strings reads the same either way (None: undecided).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from engine.traces.anthropic_messages import parse_anthropic
+from engine.traces.openai_chat import parse_chat_completions
+from engine.traces.request import TraceRequest
+from engine.traces.responses import parse_responses
+
+PARSERS: dict[str, Callable[[Any], TraceRequest]] = {
+    "openai-chat": parse_chat_completions,
+    "openai-responses": parse_responses,
+    "anthropic": parse_anthropic,
+}
+ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+
+
+def _anthropic_marks(body: dict[str, Any]) -> bool:
+    if "system" in body or "cache_control" in body:
+        return True
+    if any(isinstance(t, dict) and "input_schema" in t for t in body.get("tools") or []):
+        return True
+    blocks = [
+        b
+        for m in body["messages"]
+        if isinstance(m, dict) and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict)
+    ]
+    return any(b.get("type") in ANTHROPIC_BLOCKS or "cache_control" in b for b in blocks)
+
+
+def _chat_marks(body: dict[str, Any]) -> bool:
+    msgs = [m for m in body["messages"] if isinstance(m, dict)]
+    return any(m.get("role") in ("system", "developer", "tool") or "tool_calls" in m for m in msgs)
+
+
+def detect(body: Any) -> str | None:
+    """The format of one request body; None when it reads the same as Chat Completions and Anthropic."""
+    if isinstance(body, list):
+        return "openai-chat"  # a bare message list: today's trace format
+    if not isinstance(body, dict):
+        return None
+    if "input" in body or "instructions" in body:
+        return "openai-responses"
+    if not isinstance(body.get("messages"), list):
+        return None
+    if _anthropic_marks(body):
+        return "anthropic"
+    return "openai-chat" if _chat_marks(body) else None

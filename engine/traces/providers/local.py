@@ -1,0 +1,40 @@
+"""The local engine's own prefix cache: the same `BlockManager` the engine uses (block size, chained hashes,
+capacity, LRU eviction), driven the way a replay drives it, without a model.
+
+Per request, as `Engine.generate` does: the prompt's cached full blocks are matched (never its last token),
+blocks are taken for the rest (evicting as the cache's policy says), the prompt's full blocks are
+published; then the reply's tokens after it are published as decoding them would have (as the replay
+teacher-forces them). No price: the engine's cost is the computed tokens.
+"""
+
+from __future__ import annotations
+
+from engine.block_manager import BlockManager
+from engine.sequence import Sequence
+from engine.traces.providers.base import RulePrompt, Served
+
+
+class LocalRule:
+    name = "local"
+
+    def __init__(self, blocks: BlockManager, salt: str = "") -> None:
+        self.blocks, self.salt = blocks, salt
+
+    def _prefill(self, ids: list[int]) -> int:
+        """Admit, fill and publish `ids` as one request; the number of tokens served from cache."""
+        seq = Sequence(ids, salt=self.salt)
+        self.blocks.admit(seq, len(ids) + 1)
+        try:
+            self.blocks.grow(seq, len(ids))
+            seq.num_kv = len(ids)
+            self.blocks.publish(seq)
+        finally:
+            self.blocks.release(seq)
+        return seq.num_cached
+
+    def serve(self, prompt: RulePrompt) -> Served:
+        ids = list(prompt.token_ids)
+        cached = self._prefill(ids)
+        if len(prompt.reply_ids) > 1:  # the reply's blocks, as decoding it publishes them
+            self._prefill(ids + list(prompt.reply_ids[:-1]))
+        return Served(cached)

@@ -1,0 +1,89 @@
+"""A trace request as the local model sees it: its prompt's token ids (tokenized incrementally per
+session), the tokens of the reply that follows it, and the token positions its Anthropic breakpoints and
+content blocks end at. Only the tokenizer and the chat template are needed: no weights."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from engine.chat import Message, render_text
+from engine.regions import Region, char_spans, common_prefix, message_end, token_regions
+from engine.traces.request import TraceRequest
+from engine.traces.tokens import Encoded, IncrementalEncoder
+
+
+def reply_tail(prompt: Sequence[int], full: Sequence[int], eos_ids: Sequence[int]) -> list[int] | None:
+    """What a model emits for a reply: the tokens that rendering the conversation with the reply (no
+    generation prompt) adds after the prompt, through the first end-of-turn token; None when that
+    rendering does not extend the prompt (the template rewrites earlier turns)."""
+    if list(full[: len(prompt)]) != list(prompt):
+        return None
+    tail = list(full[len(prompt) :])
+    end = next((i for i, t in enumerate(tail) if t in eos_ids), len(tail) - 1)
+    return tail[: end + 1]
+
+
+class TraceRenderer:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, eos_ids: Sequence[int]) -> None:
+        self.tokenizer, self.eos_ids = tokenizer, tuple(eos_ids)
+        self.encoder = IncrementalEncoder(tokenizer)
+        # session -> (messages, prompt text, tools, message ends) of its latest request
+        self.ends: dict[str, tuple[list[Message], str, Any, list[int]]] = {}
+
+    def prompt(self, req: TraceRequest) -> Encoded:
+        return self.encoder.encode(render_text(self.tokenizer, req.messages, req.tools), req.session)
+
+    def reply(self, req: TraceRequest, prompt: Encoded, reply: Message) -> list[int]:
+        """The reply's tokens as a model would emit them (as the replay teacher-forces them)."""
+        text = render_text(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
+        tail = reply_tail(prompt.ids, self.encoder.encode(text, req.session).ids, self.eos_ids)
+        if tail is not None:
+            return tail
+        content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids
+        return content + list(self.eos_ids[:1])
+
+    def message_ends(self, req: TraceRequest, prompt: Encoded) -> list[int]:
+        """Character where each message's rendering ends in the prompt (`regions.message_end`). Kept per
+        session: a message whose predecessors and itself are unchanged, and whose end lies strictly inside
+        the text shared with the session's previous prompt, ends where it ended there."""
+        prev = self.ends.get(req.session)
+        shared = common_prefix(prev[1], prompt.text) if prev is not None and prev[2] == req.tools else -1
+        ends: list[int] = []
+        for i, message in enumerate(req.messages):
+            same = prev is not None and len(ends) == i and i < len(prev[0]) and prev[0][i] == message
+            if same and prev[3][i] < shared and (i == 0 or ends[-1] == prev[3][i - 1]):
+                ends.append(prev[3][i])
+            else:
+                prev = None  # from here on, every end is found by rendering
+                ends.append(message_end(self.tokenizer, req.messages, i, req.tools, prompt.text))
+        self.ends[req.session] = (req.messages, prompt.text, req.tools, ends)
+        return ends
+
+    def region_at(self, req: TraceRequest, prompt: Encoded, ends: list[int], index: int) -> str:
+        """The label of the region (as `regions.render_prompt` names it) that token `index` lies in."""
+        spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
+        char = prompt.offsets[min(index, len(prompt.offsets) - 1)][0]
+        return spans[bisect.bisect_right([s for s, _, _ in spans], char) - 1][1]
+
+    def regions(self, req: TraceRequest, prompt: Encoded, ends: list[int]) -> list[Region]:
+        """The prompt's regions, as `regions.render_prompt` labels them (from the message ends known here)."""
+        spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
+        return token_regions(spans, prompt.offsets)
+
+    def anthropic_positions(
+        self, req: TraceRequest, prompt: Encoded, ends: list[int], lookback: int
+    ) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
+        """(token position, ttl) of every breakpoint (automatic caching's at the last message included), and
+        the token positions of the message boundaries within `lookback` messages before each of them. A
+        breakpoint on the tools (TOOLS) closes the first message, inside which these templates render them."""
+        marks = [(max(b.message, 0), b.ttl_s) for b in req.breakpoints]
+        if req.auto_cache_ttl_s is not None:
+            marks.append((len(req.messages) - 1, req.auto_cache_ttl_s))
+        starts = [s for s, _ in prompt.offsets]
+        token = {i: bisect.bisect_left(starts, end) for i, end in enumerate(ends)}
+        wanted = {i for m, _ in marks for i in range(max(m - lookback, 0), m + 1)}
+        return tuple(sorted((token[m], ttl) for m, ttl in marks)), tuple(sorted({token[i] for i in wanted}))

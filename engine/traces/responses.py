@@ -1,0 +1,84 @@
+"""OpenAI Responses API request bodies -> `TraceRequest`.
+
+`instructions` become the system message; `input` is a string (one user message) or a list of items:
+`message` items (also the bare `{"role", "content"}` form), `function_call` (attached to the assistant
+message just before it, as Chat Completions would carry it, else a message of its own) and
+`function_call_output` (a tool message). `reasoning` items are dropped: a chat template renders no earlier
+reasoning. `previous_response_id` is refused: the server-side state it names is not in the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.traces.messages import Message, tool_call
+from engine.traces.openai_chat import CHAT_ROLES, parts_text
+from engine.traces.request import FieldError, TraceRequest, expect, function_tool
+
+DROPPED = ("reasoning",)
+
+
+def _items(body: dict[str, Any]) -> list[Message]:
+    raw = body.get("input")
+    items = [{"role": "user", "content": raw}] if isinstance(raw, str) else expect(raw, list, "input")
+    out: list[Message] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = expect(item, dict, where).get("type", "message")
+        if kind == "message":
+            role = CHAT_ROLES.get(item.get("role"))
+            if role is None or role == "tool":
+                raise FieldError(
+                    f"{where}.role",
+                    f"expected system, developer, user or assistant, got {item.get('role')!r}",
+                )
+            out.append({"role": role, "content": parts_text(item.get("content"), f"{where}.content")})
+        elif kind == "function_call":
+            call = tool_call(
+                str(item.get("call_id", f"call_{i}")),
+                expect(item.get("name"), str, f"{where}.name"),
+                item.get("arguments", {}),
+            )
+            if out and out[-1]["role"] == "assistant":
+                out[-1].setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        elif kind == "function_call_output":
+            output = item.get("output")
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(item.get("call_id", "")),
+                    "content": parts_text(output, f"{where}.output"),
+                }
+            )
+        elif kind not in DROPPED:
+            raise FieldError(
+                f"{where}.type",
+                f"{kind!r} items are not supported (message, function_call, function_call_output, reasoning)",
+            )
+    return out
+
+
+def parse_responses(body: Any) -> TraceRequest:
+    expect(body, dict, "request")
+    if body.get("previous_response_id"):
+        raise FieldError(
+            "previous_response_id",
+            "refers to server-side state the trace does not hold; log the full `input` instead",
+        )
+    messages = _items(body)
+    if body.get("instructions") is not None:
+        messages.insert(0, {"role": "system", "content": expect(body["instructions"], str, "instructions")})
+    if not messages:
+        raise FieldError("input", "empty: a request needs at least one item")
+    tools = []
+    for j, t in enumerate(expect(body.get("tools") or [], list, "tools")):
+        if expect(t, dict, f"tools[{j}]").get("type") != "function":
+            raise FieldError(f"tools[{j}].type", f"only function tools are supported, got {t.get('type')!r}")
+        extra = {k: v for k, v in t.items() if k not in ("type", "name", "description", "parameters")}
+        tools.append(
+            function_tool(t.get("name"), t.get("description"), t.get("parameters"), extra, f"tools[{j}]")
+        )
+    model = body.get("model")
+    return TraceRequest(messages, tools or None, model=model if isinstance(model, str) else None)

@@ -1,0 +1,36 @@
+"""The local rule drives the engine's BlockManager as a replay would: block-aligned, last token never served,
+the reply's blocks published, LRU eviction at capacity."""
+
+from __future__ import annotations
+
+from engine.block_manager import BlockManager
+from engine.traces.providers.base import RulePrompt
+from engine.traces.providers.local import LocalRule
+
+
+def rule(blocks: int = 64) -> LocalRule:
+    return LocalRule(BlockManager(blocks, 16, b"test"))
+
+
+def test_reuse_is_block_aligned_and_leaves_the_last_token() -> None:
+    r, ids = rule(), list(range(100))
+    assert r.serve(RulePrompt(ids, 0.0)).cached_tokens == 0
+    assert r.serve(RulePrompt(ids, 1.0)).cached_tokens == 96  # (100 - 1) // 16 blocks
+    assert r.serve(RulePrompt(ids[:97], 2.0)).cached_tokens == 96
+    assert r.serve(RulePrompt(ids[:96], 3.0)).cached_tokens == 80  # the 96th token is the last: recomputed
+
+
+def test_the_reply_is_cached_as_if_decoded() -> None:
+    r, ids, reply = rule(), list(range(40)), [500 + i for i in range(30)]
+    r.serve(RulePrompt(ids, 0.0, reply_ids=reply))
+    follow = ids + reply + [9] * 20
+    assert r.serve(RulePrompt(follow, 1.0)).cached_tokens == 64  # (40 + 29) // 16 blocks
+
+
+def test_capacity_evicts_least_recently_used() -> None:
+    r = rule(blocks=8)  # 128 tokens
+    a, b = list(range(100)), list(range(1000, 1100))
+    r.serve(RulePrompt(a, 0.0))
+    r.serve(RulePrompt(b, 1.0))  # needs 7 blocks: evicts a's, deepest first (a prefix is released last)
+    assert r.blocks.stats.evictions == 5
+    assert r.serve(RulePrompt(a, 2.0)).cached_tokens == 16  # only a's first block survived

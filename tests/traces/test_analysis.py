@@ -1,0 +1,90 @@
+"""`--analyze` (no model forward) reports exactly what a full replay reports, request by request."""
+
+from __future__ import annotations
+
+import pytest
+
+import engine
+from engine.bench.machinery.replayer import Conversation, Replayer, Request
+from engine.block_manager import BlockManager
+from engine.traces.analysis import AnalyzedRequest, Analyzer, replies
+from engine.traces.load import load_trace
+from engine.traces.providers.local import LocalRule
+from engine.traces.rendering import TraceRenderer
+from engine.traces.request import TraceRequest
+from engine.traces.shipped import EXAMPLES
+from tests.traces.billing_trace import trace_turns
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=8192)
+
+
+def analyze(e, requests: list[TraceRequest]) -> list[AnalyzedRequest]:
+    blocks = BlockManager(e.blocks.num_blocks, e.blocks.block_size, b"analysis")
+    return Analyzer(TraceRenderer(e.tokenizer, e.source.eos_ids), LocalRule(blocks)).run(requests)
+
+
+def replay(e, requests: list[TraceRequest]):
+    following = replies(requests)
+    conv = Conversation(
+        "trace", lambda t, _: Request(requests[t].messages, requests[t].tools), lambda t: following[t]
+    )
+    return Replayer(e, repeats=1, cold=False).run([conv], len(requests))
+
+
+def shipped_example() -> list[TraceRequest]:
+    return load_trace(EXAMPLES["anthropic"])
+
+
+def billing_trace() -> list[TraceRequest]:
+    return [TraceRequest(t["messages"], t["tools"], session="billing") for t in trace_turns()]
+
+
+@pytest.mark.parametrize("trace", [shipped_example, billing_trace])
+def test_analysis_agrees_with_full_replay(tiny, trace) -> None:
+    requests = trace()
+    analyzed, replayed = analyze(tiny, requests), replay(tiny, requests)
+    fields = (
+        "prompt_tokens",
+        "cached_tokens",
+        "first_divergence",
+        "divergence_region",
+        "first_change",
+        "change_region",
+        "change_context",
+    )
+    for a, r in zip(analyzed, replayed, strict=True):
+        assert {f: getattr(a, f) for f in fields} == {f: getattr(r, f) for f in fields}
+    assert any(a.first_change >= 0 for a in analyzed)  # each trace has a change for the comparison to cover
+
+
+def test_the_shipped_example_names_its_refreshed_clock(tiny) -> None:
+    records = analyze(tiny, shipped_example())
+    last = records[-1]
+    assert last.regions and not any(
+        r.regions for r in records[:-1]
+    )  # the session's last, for the token strip
+    assert last.change_region == "system" and "09:⟂11 UTC" in last.change_context  # the clock line
+
+
+def test_hosted_rules_ride_along(tiny) -> None:
+    from engine.traces.providers.anthropic import AnthropicRule
+    from engine.traces.providers.openai import OpenAIRule
+
+    blocks = BlockManager(tiny.blocks.num_blocks, 16, b"analysis")
+    analyzer = Analyzer(
+        TraceRenderer(tiny.tokenizer, tiny.source.eos_ids), LocalRule(blocks), [OpenAIRule(), AnthropicRule()]
+    )
+    records = analyzer.run(shipped_example())
+    anthropic = [r.served["anthropic"] for r in records]
+    assert (
+        anthropic[0].cached_tokens == 0 and anthropic[0].written_tokens == records[0].prompt_tokens - 3
+    )  # to the last message, not the generation prompt
+    assert anthropic[1].cached_tokens > 1024  # the moving breakpoint's entry, read back
+    assert anthropic[4].cached_tokens == 0  # 7 minutes idle: the 5-minute entries expired
+    openai = [r.served["openai"].cached_tokens for r in records]
+    assert (
+        openai[1] % 128 == 0 and openai[1] >= 1024 and openai[4] == 0 and openai[5] == 0
+    )  # idle, then the clock

@@ -1,0 +1,75 @@
+"""Trace files: JSON lists and JSONL, log envelopes, format detection, errors naming request and field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import TraceError
+from engine.traces.formats import detect
+from engine.traces.load import load_trace
+from tests.traces.conversation import anthropic, chat, responses
+
+
+@pytest.mark.parametrize(
+    ("body", "fmt"), [(chat, "openai-chat"), (responses, "openai-responses"), (anthropic, "anthropic")]
+)
+def test_formats_are_detected(body, fmt: str) -> None:
+    assert detect(body()) == fmt
+
+
+def test_plain_user_assistant_bodies_are_undecided() -> None:
+    assert detect({"messages": [{"role": "user", "content": "hi"}]}) is None
+    assert detect([{"role": "user", "content": "hi"}]) == "openai-chat"  # today's bare message lists
+
+
+def test_jsonl_with_envelopes(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    lines = [
+        {"timestamp": "2026-11-30T09:00:00Z", "session_id": "s1", "body": chat()},
+        {"ts": 1796029260.5, "request": chat()},
+    ]
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
+    first, second = load_trace(path)
+    assert first.timestamp == 1796029200.0 and first.session == "s1"
+    assert second.timestamp == 1796029260.5 and second.session == "log"  # no session id: the file's name
+    assert first.model == "gpt-4.1"
+
+
+def test_a_format_can_be_forced(tmp_path: Path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps([{"messages": [{"role": "user", "content": "hi"}]}]))
+    assert load_trace(path, "anthropic")[0].messages == [{"role": "user", "content": "hi"}]
+    with pytest.raises(TraceError, match="unknown trace format 'xml'"):
+        load_trace(path, "xml")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[]", "non-empty JSON list"),
+        ("[{", "not valid JSON"),
+        ('{"a": 1}\n{', "line 2 is not valid JSON"),
+        (
+            json.dumps([chat(), anthropic()]),
+            "request 2 looks like anthropic but request 1 on are openai-chat",
+        ),
+        (
+            json.dumps([chat(), {"messages": [{"role": "user", "content": 5}]}]),
+            r"request 2: messages\[0\]\.content: expected a list, got int",
+        ),
+        (json.dumps([{"timestamp": "yesterday", "body": chat()}]), "request 1: timestamp: expected seconds"),
+    ],
+)
+def test_bad_traces_name_request_and_field(tmp_path: Path, content: str, message: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="does not exist"):
+        load_trace(tmp_path / "nope.json")
