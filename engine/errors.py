@@ -64,3 +64,7 @@ class TraceError(EngineError):
 
 class OutputError(EngineError):
     """A results path cannot be written, or would overwrite what is there without --overwrite."""
+
+
+class KVPlanError(EngineError):
+    """An approximate K/V plan does not fit its prompt (wrong tokens, wrong length, nothing left to compute)."""

@@ -156,8 +156,9 @@ class StepContext:
     `start` is the absolute position of the first new token. New K/V are written to `write_slots` in the pool
     and, with a `window`, to its rows [start, start + T); attention then reads positions [0, start + T) from
     the window. Without one (no device memory for it) a step after a prefix gathers them from the pool at
-    `read_slots` (which include the new ones). With `kv is None` there is no cache: the step is a plain
-    causal forward from 0.
+    `read_slots` (which include the new ones). With `kv is None` the window alone holds the context (a
+    private one: the approximate assemblies of engine/kv_edit.py); with neither, there is no cache: the step
+    is a plain causal forward from 0.
     """
 
     start: int = 0

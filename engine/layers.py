@@ -42,6 +42,7 @@ class Rotary:
         # Both halves of a head share the frequencies, so the tables keep one half.
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
         self.cos, self.sin = freqs.cos().to(device), freqs.sin().to(device)
+        self.inv_freq = inv_freq.to(device)
 
     def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin `[T, 1, head_dim / 2]` of these positions, in the model's dtype."""
@@ -57,6 +58,14 @@ class Rotary:
         torch.mul(x1, cos, out=out[..., :half]).addcmul_(x2, sin, value=-1)
         torch.mul(x2, cos, out=out[..., half:]).addcmul_(x1, sin)
         return out
+
+    def shift(self, x: torch.Tensor, delta: int) -> torch.Tensor:
+        """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
+        composes, R(p + delta) = R(delta) R(p). x `[..., head_dim]`; the angle is taken in float64."""
+        if delta == 0:
+            return x
+        angle = delta * self.inv_freq.double()
+        return Rotary.rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
 
 
 class Attention(nn.Module):

@@ -12,11 +12,14 @@ import torch
 class Usage:
     prompt_tokens: int
     cached_tokens: int  # served from the prefix cache (whole blocks)
-    computed_tokens: int  # prompt_tokens - cached_tokens: what prefill computed
+    computed_tokens: int  # prompt_tokens - cached_tokens - approximate_tokens: what prefill computed
     completion_tokens: int = 0
     # Index of the first prompt token not served from cache (== cached_tokens), with the text around it.
     first_divergence: int = 0
     divergence_context: str = ""
+    # Reused from relocated or stale K/V (the opt-in approximate modes of engine/kv_edit.py); never exact,
+    # never counted in cached_tokens. 0 on the default, exact path.
+    approximate_tokens: int = 0
 
 
 @dataclass

@@ -27,6 +27,8 @@ STEPS=(
   "heatmap-chat-layers|$HEAT --messages $R/heatmaps/chat.json --layer all --head mean --transform sqrt --out $R/heatmaps/chat-layers-sqrt.png --overwrite"
   "heatmap-chat-grid|$HEAT --messages $R/heatmaps/chat.json --layer all --head all --transform exclude-sink --out $R/heatmaps/chat-layer-head-grid.png --overwrite"
   "heatmap-status-rows|$HEAT --messages $STATUS_MSGS --layer 20 --head mean --rows last:16 --transform exclude-sink --max-new-tokens 8 --out $R/heatmaps/status-last-rows-layer20.png --overwrite"
+  "kv-edit|$PY -m engine.bench kv-edit --model $M --out $R/kv-edit-smollm2-135m-cpu --overwrite"
+  "kv-compose|$PY -m engine.bench kv-compose --model $M --out $R/kv-compose-smollm2-135m-cpu --overwrite"
   "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
 )
 

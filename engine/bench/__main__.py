@@ -9,12 +9,21 @@ from engine.cli import run
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench.commands import compaction, layout, replay, sink, status_attention, statusbar
+    from engine.bench.commands import (
+        compaction,
+        kv_compose,
+        kv_edit,
+        layout,
+        replay,
+        sink,
+        status_attention,
+        statusbar,
+    )
 
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     # each command module registers its own subcommand and sets `func`
-    for module in (layout, replay, statusbar, compaction, sink, status_attention):
+    for module in (layout, replay, statusbar, compaction, sink, status_attention, kv_edit, kv_compose):
         module.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)

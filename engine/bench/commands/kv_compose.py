@@ -1,0 +1,105 @@
+"""`python -m engine.bench kv-compose`: build prompts from precomputed "skill" blocks, relocated and spliced,
+and compare them with the exact full recompute of the same prompt.
+
+Each skill block is computed once, alone, right after the chat template's preamble (untimed: that is the
+cache a composing server keeps). A prompt includes 1-4 of them, in seeded orders, some after a fresh note,
+then the question. Arms, interleaved per prompt (order rotated):
+- recompute: the whole prompt computed (the reference);
+- exact-prefix: the preamble (and a first block right after it) reused exactly, the rest computed;
+- splice: every block relocated to where it lands, only notes and the question computed;
+- splice+R%: the same, with the first R% of every relocated block recomputed (the selection rule: each
+  block's head, where its context changed; not CacheBlend's per-token deviation).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tqdm import tqdm
+
+from engine.arguments import float_flag, int_flag
+from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
+from engine.bench.machinery.approx_runs import (
+    SUMMARY_COLUMNS,
+    finish,
+    flat,
+    run_plan,
+    score,
+    shown,
+    summarize,
+)
+from engine.bench.machinery.args import add_run_args, open_engine
+from engine.bench.machinery.report import table
+from engine.bench.machinery.results import environment, write_csv, write_json
+from engine.bench.machinery.run_folder import run_dir
+from engine.bench.workloads.skills import QUESTIONS, SKILLS, layouts, note, skill_text, template_parts
+from engine.kv_edit import Compute, snapshot
+from engine.kv_plans import Part, plan_prefix, plan_splice
+
+
+def main(args: argparse.Namespace) -> int:
+    engine = open_engine(args)
+    env = environment(engine, "kv-compose", args)  # now: the commit whose code runs
+    tok = lambda text: engine.tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
+    pre = tok(
+        template_parts(engine.tokenizer, QUESTIONS[0])[0]
+    )  # the preamble does not depend on the question
+    tails = {q: tok(template_parts(engine.tokenizer, q)[1]) for q in QUESTIONS}
+    blocks = {name: tok(skill_text(name, args.repeat)) for name in SKILLS}
+    snaps = {
+        name: snapshot(engine, pre + ids) for name, ids in tqdm(blocks.items(), desc="precompute skills")
+    }
+    spliced = f"splice+{round(100 * args.recompute)}%"
+    variants = ["recompute", "exact-prefix", "splice", spliced]
+    rows: list[dict[str, Any]] = []
+    for i, lay in enumerate(tqdm(layouts(args.prompts, args.seed), desc="kv-compose", unit="prompt")):
+        parts: list[Part] = [(snaps[lay.skills[0]], 0, len(pre))]
+        for k, (name, with_note) in enumerate(zip(lay.skills, lay.notes, strict=True)):
+            parts += ([tok(note(k))] if with_note else []) + [
+                (snaps[name], len(pre), len(pre) + len(blocks[name]))
+            ]
+        ids, plan = plan_splice([*parts, tails[lay.question]])
+        plans = {"recompute": [Compute(len(ids))], "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
+                 "splice": plan, spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1]}  # fmt: skip
+        order = variants[i % len(variants) :] + variants[: i % len(variants)]
+        runs = {v: run_plan(engine, ids, plans[v], args.answer_tokens) for v in order}
+        rows += [{"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
+                 | score(runs["recompute"], runs[v]) for v in variants]  # fmt: skip
+    summary = summarize(rows, variants)
+
+    out = run_dir(args, "kv-compose", engine)
+    write_json(out / "kv_compose.json", {"environment": env, "summary": summary, "prompts": rows})
+    write_csv(out / "prompts.csv", flat(rows))
+    write_csv(out / "summary.csv", flat(summary))
+    title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"
+    plot_ttft_vs_length(rows, variants, out / "ttft_vs_length.png", f"kv-compose TTFT: {title}")
+    plot_layer_cosine(
+        summary, out / "layer_cosine.png", f"kv-compose, last token's hidden state vs exact: {title}"
+    )
+    text = table(shown(summary), SUMMARY_COLUMNS)
+    report = [f"# kv-compose: {title}", "", f"- commit `{env['commit']}`, {env['date']}; {args.prompts} prompts of "
+              f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
+              "ratio to the recompute measured beside it (arms interleaved, order rotated)", "", text, "",
+              "![TTFT vs length](ttft_vs_length.png)", "", "![per-layer cosine](layer_cosine.png)"]  # fmt: skip
+    return finish(engine, out, report, text)
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("kv-compose", help="splice relocated precomputed blocks vs full recompute",
+                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    add_run_args(p, "layouts seed (and synthetic weights seed)")
+    p.add_argument(
+        "--prompts", type=int_flag(1), default=8, help="composed prompts, 1-4 blocks each (default 8)"
+    )
+    p.add_argument(
+        "--repeat", type=int_flag(1), default=3, help="a block's rules repeated this often (default 3)"
+    )
+    p.add_argument(
+        "--recompute",
+        type=float_flag(0.0, maximum=1.0),
+        default=0.15,
+        help="splice+R: share recomputed (default 0.15)",
+    )
+    p.add_argument("--answer-tokens", type=int_flag(1), default=8, help="greedy tokens compared (default 8)")
+    p.set_defaults(func=main)

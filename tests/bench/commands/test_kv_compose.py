@@ -1,0 +1,33 @@
+"""`python -m engine.bench kv-compose` end to end on a tiny model: files, and splices that compute only the
+fresh tokens while recompute computes everything."""
+
+from __future__ import annotations
+
+import json
+
+from engine.bench.__main__ import main
+
+
+def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> None:
+    out = tmp_path / "run"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    argv = ["kv-compose", "--model", model, "--prompts", "4", "--repeat", "1", "--answer-tokens", "2",
+            "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    for name in ("kv_compose.json", "prompts.csv", "summary.csv", "report.md", "ttft_vs_length.png",
+                 "layer_cosine.png"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "kv_compose.json").read_text())
+    rows = {(r["prompt"], r["variant"]): r for r in data["prompts"]}
+    for p in range(4):
+        exact, splice, repaired = rows[(p, "recompute")], rows[(p, "splice")], rows[(p, "splice+15%")]
+        assert (exact["cosine"], exact["kl"], exact["computed_tokens"]) == (1.0, 0.0, exact["prompt_tokens"])
+        assert splice["prompt_tokens"] == exact["prompt_tokens"]
+        assert splice["computed_tokens"] <= repaired["computed_tokens"] < exact["computed_tokens"]
+        assert (
+            splice["prompt_tokens"]
+            == splice["cached_tokens"] + splice["approximate_tokens"] + splice["computed_tokens"]
+        )
+        if splice["blocks"] > 1:  # a second block never sits where it was computed: relocated, and repaired
+            assert splice["approximate_tokens"] > repaired["approximate_tokens"] > 0
+            assert splice["computed_tokens"] < repaired["computed_tokens"]

@@ -1,0 +1,41 @@
+"""`python -m engine.bench kv-edit` end to end on a tiny model: files, the exact path's perfect scores, and
+token accounting that tells exact from approximate reuse."""
+
+from __future__ import annotations
+
+import json
+
+from engine.bench.__main__ import main
+
+
+def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> None:
+    out = tmp_path / "run"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    argv = ["kv-edit", "--model", model, "--pairs", "3", "--turns", "2", "--policies", "2", "--answer-tokens", "2",
+            "--cot-tokens", "3", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    for name in ("kv_edit.json", "pairs.csv", "summary.csv", "layout.csv", "report.md", "decision_agreement.png",
+                 "layer_cosine.png"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    data = json.loads((out / "kv_edit.json").read_text())
+    rows = {(r["pair"], r["variant"]): r for r in data["pairs"]}
+    assert len(data["pairs"]) == 2 * 3 * 6 and {a["pairs"] for a in data["agreement"]} == {3}
+    for (_, variant), r in rows.items():
+        assert r["prompt_tokens"] == r["cached_tokens"] + r["approximate_tokens"] + r["computed_tokens"]
+        if variant == "exact":
+            assert (r["cosine"], r["kl"], r["agree"], r["computed_tokens"]) == (
+                1.0,
+                0.0,
+                True,
+                r["prompt_tokens"],
+            )
+        if variant in ("edit", "edit+W"):
+            assert r["approximate_tokens"] > 0 and r["cached_tokens"] > 0
+        if variant in ("exact-prefix", "erratum", "stale"):  # exact reuse only (stale: of the old prompt)
+            assert r["approximate_tokens"] == 0 and r["cached_tokens"] > 0
+    edit, wider = rows[(0, "edit")], rows[(0, "edit+W")]
+    assert wider["computed_tokens"] == edit["computed_tokens"] + 16
+    layout = {r["variant"]: r for r in data["layout"]}
+    assert layout["stable-first"]["cached_tokens"] > layout["timestamp-first"]["cached_tokens"]
+    assert layout["timestamp-first+edit"]["approximate_tokens"] > 0
+    assert layout["timestamp-first+edit"]["computed_tokens"] < layout["timestamp-first"]["computed_tokens"]
