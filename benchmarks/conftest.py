@@ -95,10 +95,14 @@ def pair(pairs: Callable[[str], Pair], device: str) -> Pair:
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:
     import transformers
 
-    machine_info.update(torch=torch.__version__, transformers=transformers.__version__,
-                        torch_threads=torch.get_num_threads(), quick=bool(config.getoption("quick")),
-                        shapes=shapes_name(config),
-                        load_average_start=[round(x, 2) for x in LOAD_AT_START],
-                        load_average_end=[round(x, 2) for x in os.getloadavg()])  # fmt: skip
+    machine_info.update(
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        torch_threads=torch.get_num_threads(),
+        quick=bool(config.getoption("quick")),
+        shapes=shapes_name(config),
+        load_average_start=[round(x, 2) for x in LOAD_AT_START],
+        load_average_end=[round(x, 2) for x in os.getloadavg()],
+    )
     if torch.cuda.is_available():
         machine_info["cuda_device"] = torch.cuda.get_device_name()

@@ -166,9 +166,14 @@ def rewind(cache: DynamicCache, length: int) -> None:
 
 
 def measure(
-    benchmark: Any, pair: Pair, fn: Callable[[], Any], budget_s: float, setup: Callable[[], None] | None = None,
-    min_rounds: int = 2, **info: Any,
-) -> Any:  # fmt: skip
+    benchmark: Any,
+    pair: Pair,
+    fn: Callable[[], Any],
+    budget_s: float,
+    setup: Callable[[], None] | None = None,
+    min_rounds: int = 2,
+    **info: Any,
+) -> Any:
     """Time `fn` (device-synchronized) for about `budget_s`, at least `min_rounds` times; one untimed warm-up
     call sets the round count.
 

@@ -12,8 +12,9 @@ from engine.engine import Engine
 def test_block_size_reuse(benchmark, pair: Pair, shapes: Shapes, block_size: int) -> None:
     length, diverge = shapes.diverging
     ours = pair.ours
-    engine = Engine(ours.source, ours.model, None, ours.device, ours.dtype, block_size=block_size,
-                    cache_tokens=8 * length)  # fmt: skip
+    engine = Engine(
+        ours.source, ours.model, None, ours.device, ours.dtype, block_size=block_size, cache_tokens=8 * length
+    )
     first = pair.base[:length]
     engine.generate(first, max_new_tokens=1)  # publishes the first prompt's blocks
     runs, prompt, seeds = [], [], itertools.count(1000)
@@ -23,7 +24,17 @@ def test_block_size_reuse(benchmark, pair: Pair, shapes: Shapes, block_size: int
 
     expected = diverge // block_size * block_size
     benchmark.group = f"block size ({length} tokens, diverging at {diverge}) {pair.device.type}"
-    measure(benchmark, pair, lambda: runs.append(engine.generate(prompt, max_new_tokens=1)),
-            shapes.budget_s, setup=next_prompt, case="block_size", impl="ours", block_size=block_size,
-            tokens=length, diverge_at=diverge, cached_tokens=expected)  # fmt: skip
+    measure(
+        benchmark,
+        pair,
+        lambda: runs.append(engine.generate(prompt, max_new_tokens=1)),
+        shapes.budget_s,
+        setup=next_prompt,
+        case="block_size",
+        impl="ours",
+        block_size=block_size,
+        tokens=length,
+        diverge_at=diverge,
+        cached_tokens=expected,
+    )
     assert {g.usage.cached_tokens for g in runs} == {expected}

@@ -12,8 +12,14 @@ def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: 
     if impl == "transformers":
         cache = pair.their_cache(context)
         step = lambda: pair.theirs_forward(pair.base[context : context + 1], cache)  # noqa: E731
-        measure(benchmark, pair, step, shapes.budget_s, setup=lambda: rewind(cache, context),
-                **_info(benchmark, pair, context, impl))  # fmt: skip
+        measure(
+            benchmark,
+            pair,
+            step,
+            shapes.budget_s,
+            setup=lambda: rewind(cache, context),
+            **_info(benchmark, pair, context, impl),
+        )
         return
     _our_step(benchmark, pair, shapes, context, impl, windowed=True)
 

@@ -20,8 +20,16 @@ def test_prefill(benchmark, pair: Pair, shapes: Shapes, impl: str, length: int) 
     else:
         fn = lambda: pair.theirs_forward(ids)  # noqa: E731
     benchmark.group = f"prefill {length} {pair.device.type}"
-    measure(benchmark, pair, fn, shapes.budget_s, case="prefill", impl=impl, tokens=length,
-            flops=forward_flops(pair.config, 0, length))  # fmt: skip
+    measure(
+        benchmark,
+        pair,
+        fn,
+        shapes.budget_s,
+        case="prefill",
+        impl=impl,
+        tokens=length,
+        flops=forward_flops(pair.config, 0, length),
+    )
 
 
 def test_prefill_alternating(benchmark, pair: Pair, shapes: Shapes, cold: int) -> None:

@@ -16,12 +16,24 @@ def test_cached_prefill(
     s, v = cached_new
     prefix = pair.base[:s]
     benchmark.group = f"cached {s}+{v} {pair.device.type}"
-    info = dict(case="cached", impl=impl, cached=s, new=v, flops=forward_flops(pair.config, s, s + v),
-                ideal_ratio=ideal_cached_ratio(pair.config, s, v))  # fmt: skip
+    info = dict(
+        case="cached",
+        impl=impl,
+        cached=s,
+        new=v,
+        flops=forward_flops(pair.config, s, s + v),
+        ideal_ratio=ideal_cached_ratio(pair.config, s, v),
+    )
     if impl == "transformers":
         cache, suffix = pair.their_cache(s), pair.tokens(v, seed=2)
-        measure(benchmark, pair, lambda: pair.theirs_forward(suffix, cache), shapes.budget_s,
-                setup=lambda: rewind(cache, s), **info)  # fmt: skip
+        measure(
+            benchmark,
+            pair,
+            lambda: pair.theirs_forward(suffix, cache),
+            shapes.budget_s,
+            setup=lambda: rewind(cache, s),
+            **info,
+        )
         return
     # Each call brings new tokens after the prefix (its own blocks are published as it runs, so a repeat of
     # the same prompt would be served from cache). Seeds differ per V too: random suffixes from one seed
@@ -42,6 +54,14 @@ def test_lookup(benchmark, pair: Pair, shapes: Shapes, cached_new: tuple[int, in
     n = sum(cached_new)
     ids, blocks = pair.base[:n], pair.ours.blocks
     benchmark.group = f"lookup {n} {pair.device.type}"
-    hit = measure(benchmark, pair, lambda: blocks.match(ids)[0], shapes.budget_s, case="lookup", impl="ours",
-                  tokens=n, block_size=blocks.block_size)  # fmt: skip
+    hit = measure(
+        benchmark,
+        pair,
+        lambda: blocks.match(ids)[0],
+        shapes.budget_s,
+        case="lookup",
+        impl="ours",
+        tokens=n,
+        block_size=blocks.block_size,
+    )
     assert len(hit) == (n - 1) // blocks.block_size

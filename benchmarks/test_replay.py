@@ -24,14 +24,18 @@ def test_layout_replay(benchmark, pair: Pair, shapes: Shapes) -> None:
     ours = pair.ours  # its own engine (the replay empties its cache), sharing the weights
     engine = Engine(ours.source, ours.model, ours.tokenizer, ours.device, ours.dtype, cache_tokens=16384)
     sc = build_scenario(engine.tokenizer, "small", seed=0, turns=TURNS)
-    conversations = [Conversation(name, functools.partial(LAYOUTS[name], sc), lambda t: sc.turns[t].reply)
-                     for name in LAYOUT_PAIR]  # fmt: skip
+    conversations = [
+        Conversation(name, functools.partial(LAYOUTS[name], sc), lambda t: sc.turns[t].reply)
+        for name in LAYOUT_PAIR
+    ]
     replays: list[list[TurnRecord]] = []
     fn = lambda: replays.append(Replayer(engine, repeats=1, cold=False).run(conversations, TURNS))  # noqa: E731
     benchmark.group = f"layout replay ({TURNS} turns) {pair.device.type}"
     measure(benchmark, pair, fn, shapes.budget_s, case="replay", impl="ours", turns=TURNS)
-    last = {name: [r for run in replays for r in run if r.conversation == name and r.turn == TURNS]
-            for name in LAYOUT_PAIR}  # fmt: skip
+    last = {
+        name: [r for run in replays for r in run if r.conversation == name and r.turn == TURNS]
+        for name in LAYOUT_PAIR
+    }
     ttft = {name: statistics.median(r.ttft_s for r in records) for name, records in last.items()}
     benchmark.extra_info |= {
         "prompt_tokens": {name: records[0].prompt_tokens for name, records in last.items()},

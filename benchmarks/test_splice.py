@@ -24,10 +24,22 @@ def test_splice_vs_recompute(benchmark, pair: Pair, shapes: Shapes, total: int, 
         plan = [Compute(total)]
     benchmark.group = f"splice {total} {pair.device.type}"
     cfg = pair.config
-    flops = forward_flops(cfg, 0, total) if arm == "recompute" else (
-        forward_flops(cfg, 0, FRESH) + forward_flops(cfg, total - FRESH, total))  # fmt: skip
-    got = measure(benchmark, pair, lambda: assemble(pair.ours, ids, plan), shapes.budget_s, case="splice",
-                  impl="ours", arm=arm, tokens=total, computed=total if arm == "recompute" else 2 * FRESH,
-                  flops=flops)  # fmt: skip
+    flops = (
+        forward_flops(cfg, 0, total)
+        if arm == "recompute"
+        else (forward_flops(cfg, 0, FRESH) + forward_flops(cfg, total - FRESH, total))
+    )
+    got = measure(
+        benchmark,
+        pair,
+        lambda: assemble(pair.ours, ids, plan),
+        shapes.budget_s,
+        case="splice",
+        impl="ours",
+        arm=arm,
+        tokens=total,
+        computed=total if arm == "recompute" else 2 * FRESH,
+        flops=flops,
+    )
     assert got.computed_tokens == (total if arm == "recompute" else 2 * FRESH)
     assert got.relocated_tokens == (0 if arm == "recompute" else len(block))

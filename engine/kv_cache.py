@@ -35,9 +35,14 @@ class KVCache:
 
     @staticmethod
     def blocks_for_budget(
-        config: ModelConfig, block_size: object, dtype: torch.dtype, device: torch.device,
-        *, tokens: object = None, gb: object = None,
-    ) -> int:  # fmt: skip
+        config: ModelConfig,
+        block_size: object,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        tokens: object = None,
+        gb: object = None,
+    ) -> int:
         """How many blocks a budget of `tokens` or else `gb` GiB buys (neither: a share of free memory).
 
         Sizes must be positive, and the pool must fit in the memory free on `device`: this is checked
@@ -104,9 +109,14 @@ class SequenceKV:
     """
 
     def __init__(
-        self, num_layers: int, num_kv_heads: int, head_dim: int, capacity: int, dtype: torch.dtype,
+        self,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        dtype: torch.dtype,
         device: torch.device,
-    ) -> None:  # fmt: skip
+    ) -> None:
         # torch.empty: rows are written (by from_blocks, write or extend) before any step reads them.
         self.k = torch.empty((num_layers, num_kv_heads, capacity, head_dim), dtype=dtype, device=device)
         self.v = torch.empty_like(self.k)

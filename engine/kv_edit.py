@@ -96,8 +96,10 @@ def check_plan(token_ids: Sequence[int], plan: Sequence[Segment]) -> None:
                     f"rows [{seg.start}, {seg.end}) are outside a {len(seg.source.token_ids)}-row snapshot"
                 )
             if seg.source.token_ids[seg.start : seg.end] != tuple(token_ids[pos : pos + len(seg)]):
-                raise KVPlanError(f"reused rows [{seg.start}, {seg.end}) hold other tokens than prompt positions "
-                                  f"[{pos}, {pos + len(seg)})")  # fmt: skip
+                raise KVPlanError(
+                    f"reused rows [{seg.start}, {seg.end}) hold other tokens than prompt positions "
+                    f"[{pos}, {pos + len(seg)})"
+                )
         elif seg.length < 1:
             raise KVPlanError("a Compute segment needs at least one token")
         pos += len(seg)
@@ -190,8 +192,14 @@ def generate(
     t_prefill = now(engine.device)
     out, steps, finish = decode_greedy(engine, a, max_new_tokens)
     t_end = now(engine.device)
-    usage = Usage(len(ids), a.cached_tokens, a.computed_tokens, len(out), a.cached_tokens,
-                  approximate_tokens=a.approximate_tokens)  # fmt: skip
+    usage = Usage(
+        len(ids),
+        a.cached_tokens,
+        a.computed_tokens,
+        len(out),
+        a.cached_tokens,
+        approximate_tokens=a.approximate_tokens,
+    )
     # TTFT ends at the prefill: the first token is the argmax of its logits (nothing else is sampled here).
     decode_s = t_end - t_prefill
     timing = Timing(

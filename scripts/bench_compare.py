@@ -167,8 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("current", type=Path, help="a run's --benchmark-json file")
     parser.add_argument("baseline", type=Path, help="the committed baseline of the same device")
-    parser.add_argument("--threshold", type=float, default=THRESHOLD,
-                        help=f"allowed relative growth of a metric (default {THRESHOLD})")  # fmt: skip
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=THRESHOLD,
+        help=f"allowed relative growth of a metric (default {THRESHOLD})",
+    )
     args = parser.parse_args(argv)
     try:
         lines, regressed = compare(load_run(args.current), load_run(args.baseline), args.threshold)

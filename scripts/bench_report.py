@@ -54,16 +54,41 @@ def cached(run: Run, ratios: dict[str, float]) -> list[str]:
         their_ttft, their_full = (run.medians.get((k, "transformers")) for k in (case, f"prefill {s + v}"))
         their_ratio = f"{their_ttft / their_full:.4f}" if their_ttft and their_full else "–"
         share = ratios.get(f"lookup share {s}+{v}")
-        rows.append([str(s), str(v), seconds(ttft), seconds(full), f"{ttft / full:.4f}" if full else "–",
-                     their_ratio, f"{info['ideal_ratio']:.4f}", f"{ratios.get(f'achieved/ideal {case}', 0):.2f}",
-                     seconds(run.medians.get((f"decode @{s}", "ours"))),
-                     seconds(run.medians.get((f"lookup {s + v}", "ours"))), seconds(info.get("lookup_s")),
-                     f"{share:.3%}" if share is not None else "–"])  # fmt: skip
-    header = ["S", "V", "ours cached TTFT", "ours full S+V", "ours ratio", "transformers ratio", "FLOP ideal",
-              "achieved / ideal", "ours decode step @S", "lookup (bench)", "lookup (in TTFT)",
-              "lookup share"]  # fmt: skip
-    notes = ["", "A decode step at context S reads every weight once, as any prefill does: where it is a large part "
-             "of the cached TTFT, the new tokens are bound by memory traffic, not by the FLOPs the ideal counts."]  # fmt: skip
+        rows.append(
+            [
+                str(s),
+                str(v),
+                seconds(ttft),
+                seconds(full),
+                f"{ttft / full:.4f}" if full else "–",
+                their_ratio,
+                f"{info['ideal_ratio']:.4f}",
+                f"{ratios.get(f'achieved/ideal {case}', 0):.2f}",
+                seconds(run.medians.get((f"decode @{s}", "ours"))),
+                seconds(run.medians.get((f"lookup {s + v}", "ours"))),
+                seconds(info.get("lookup_s")),
+                f"{share:.3%}" if share is not None else "–",
+            ]
+        )
+    header = [
+        "S",
+        "V",
+        "ours cached TTFT",
+        "ours full S+V",
+        "ours ratio",
+        "transformers ratio",
+        "FLOP ideal",
+        "achieved / ideal",
+        "ours decode step @S",
+        "lookup (bench)",
+        "lookup (in TTFT)",
+        "lookup share",
+    ]
+    notes = [
+        "",
+        "A decode step at context S reads every weight once, as any prefill does: where it is a large part "
+        "of the cached TTFT, the new tokens are bound by memory traffic, not by the FLOPs the ideal counts.",
+    ]
     return table(header, rows) + notes
 
 
@@ -72,8 +97,14 @@ def decode_window(run: Run, ratios: dict[str, float]) -> list[str]:
     for name, ratio in ratios.items():
         case = name.removeprefix("window/gather ")
         if case != name:
-            rows.append([case.removeprefix("decode @"), seconds(run.medians[(case, "ours")]),
-                         seconds(run.medians[(case, "ours-gather")]), f"{ratio:.3f}"])  # fmt: skip
+            rows.append(
+                [
+                    case.removeprefix("decode @"),
+                    seconds(run.medians[(case, "ours")]),
+                    seconds(run.medians[(case, "ours-gather")]),
+                    f"{ratio:.3f}",
+                ]
+            )
     header = ["context", "window (as generate decodes)", "gathering from the blocks", "window / gather"]
     return table(header, rows) if rows else []
 
@@ -84,8 +115,16 @@ def block_sizes(run: Run) -> list[str]:
         return []
     first = run.info[entries[0][1]]
     smallest = run.medians[entries[0][1]]
-    rows = [[str(bs), str(run.info[k]["cached_tokens"]), str(run.info[k]["tokens"] - run.info[k]["cached_tokens"]),
-             seconds(run.medians[k]), f"{run.medians[k] / smallest:.2f}"] for bs, k in entries]  # fmt: skip
+    rows = [
+        [
+            str(bs),
+            str(run.info[k]["cached_tokens"]),
+            str(run.info[k]["tokens"] - run.info[k]["cached_tokens"]),
+            seconds(run.medians[k]),
+            f"{run.medians[k] / smallest:.2f}",
+        ]
+        for bs, k in entries
+    ]
     return [
         f"A {first['tokens']}-token prompt, then one that differs from token {first['diverge_at']} on "
         "(only whole blocks before the first difference are reused):",
@@ -100,8 +139,15 @@ def replay(run: Run) -> list[str]:
     rows = []
     for key, info in run.info.items():
         if info["case"] == "replay":
-            rows += [[name, str(info["prompt_tokens"][name]), str(info["cached_tokens"][name]),
-                      seconds(info["last_turn_ttft_s"][name])] for name in info["cached_tokens"]]  # fmt: skip
+            rows += [
+                [
+                    name,
+                    str(info["prompt_tokens"][name]),
+                    str(info["cached_tokens"][name]),
+                    seconds(info["last_turn_ttft_s"][name]),
+                ]
+                for name in info["cached_tokens"]
+            ]
             rows.append(
                 [f"whole replay ({info['turns']} turns, both layouts)", "", "", seconds(run.medians[key])]
             )

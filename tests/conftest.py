@@ -72,8 +72,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             )
 
 
-TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, max_position_embeddings=8192)  # fmt: skip
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=8192,
+)
 
 
 def build_hf_model(kind: str, vocab_size: int = 512, seed: int = 0, **overrides):

@@ -13,9 +13,12 @@ from engine.errors import AttentionTooLargeError, PromptError
 from engine.regions import render_prompt
 from tests.conftest import build_hf_model
 
-CHAT = [{"role": "system", "content": "You answer in one word."},
-        {"role": "user", "content": "Capital of Italy?"}, {"role": "assistant", "content": "Rome."},
-        {"role": "user", "content": "And of Spain?"}]  # fmt: skip
+CHAT = [
+    {"role": "system", "content": "You answer in one word."},
+    {"role": "user", "content": "Capital of Italy?"},
+    {"role": "assistant", "content": "Rome."},
+    {"role": "user", "content": "And of Spain?"},
+]
 TOOLS = [
     {"type": "function", "function": {"name": "lookup", "description": "Look a word up.", "parameters": {}}}
 ]
@@ -100,10 +103,15 @@ def test_oversize_request_is_refused_with_its_size(smollm2_on_device) -> None:
     assert small.probs.shape == (1, 9, 4, 1024)
 
 
-@pytest.mark.parametrize("kwargs, message", [({"layers": [30]}, "layer 30 is out of range"),
-                                             ({"heads": [-10]}, "head -10 is out of range"),
-                                             ({"rows": [5000]}, "row 5000 is out of range"),
-                                             ({"rows": []}, "no rows chosen")])  # fmt: skip
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"layers": [30]}, "layer 30 is out of range"),
+        ({"heads": [-10]}, "head -10 is out of range"),
+        ({"rows": [5000]}, "row 5000 is out of range"),
+        ({"rows": []}, "no rows chosen"),
+    ],
+)
 def test_bad_indices_are_refused(smollm2_on_device, kwargs: dict, message: str) -> None:
     with pytest.raises(PromptError, match=message):
         smollm2_on_device.attention("Hello there", **kwargs)

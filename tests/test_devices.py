@@ -64,7 +64,11 @@ def test_an_absent_device_stops_the_run_in_one_line() -> None:
     message = {"cuda": "CUDA is not available", "mps": "MPS is not available"}[absent]
     if torch.cuda.is_available() and torch.backends.mps.is_available():
         absent, message = "tpu", "unknown device 'tpu'"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "tests/test_devices.py", "--collect-only", "-q",
-                           "--device", absent], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_devices.py", "--collect-only", "-q", "--device", absent],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 4 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == "", proc.stderr

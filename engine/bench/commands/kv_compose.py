@@ -60,12 +60,19 @@ def main(args: argparse.Namespace) -> int:
                 (snaps[name], len(pre), len(pre) + len(blocks[name]))
             ]
         ids, plan = plan_splice([*parts, tails[lay.question]])
-        plans = {"recompute": [Compute(len(ids))], "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
-                 "splice": plan, spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1]}  # fmt: skip
+        plans = {
+            "recompute": [Compute(len(ids))],
+            "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
+            "splice": plan,
+            spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1],
+        }
         order = variants[i % len(variants) :] + variants[: i % len(variants)]
         runs = {v: run_plan(engine, ids, plans[v], args.answer_tokens) for v in order}
-        rows += [{"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
-                 | score(runs["recompute"], runs[v]) for v in variants]  # fmt: skip
+        rows += [
+            {"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
+            | score(runs["recompute"], runs[v])
+            for v in variants
+        ]
     summary = summarize(rows, variants)
 
     out = run_dir(args, "kv-compose", engine)
@@ -78,16 +85,29 @@ def main(args: argparse.Namespace) -> int:
         summary, out / "layer_cosine.png", f"kv-compose, last token's hidden state vs exact: {title}"
     )
     text = table(shown(summary), SUMMARY_COLUMNS)
-    report = [f"# kv-compose: {title}", "", f"- commit `{env['commit']}`, {env['date']}; {args.prompts} prompts of "
-              f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
-              "ratio to the recompute measured beside it (arms interleaved, order rotated)", "", text, "",
-              "![TTFT vs length](ttft_vs_length.png)", "", "![per-layer cosine](layer_cosine.png)"]  # fmt: skip
+    report = [
+        f"# kv-compose: {title}",
+        "",
+        f"- commit `{env['commit']}`, {env['date']}; {args.prompts} prompts of "
+        f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
+        "ratio to the recompute measured beside it (arms interleaved, order rotated)",
+        "",
+        text,
+        "",
+        "![TTFT vs length](ttft_vs_length.png)",
+        "",
+        "![per-layer cosine](layer_cosine.png)",
+    ]
     return finish(engine, out, report, text)
 
 
 def register(commands: Any) -> None:
-    p = commands.add_parser("kv-compose", help="splice relocated precomputed blocks vs full recompute",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = commands.add_parser(
+        "kv-compose",
+        help="splice relocated precomputed blocks vs full recompute",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_args(p, "layouts seed (and synthetic weights seed)")
     p.add_argument(
         "--prompts", type=int_flag(1), default=8, help="composed prompts, 1-4 blocks each (default 8)"

@@ -45,25 +45,43 @@ VARIANTS = ["exact", "exact-prefix", "stale", "edit", "edit+W", "erratum"]
 LAYOUT_VARIANTS = ["stable-first", "timestamp-first", "timestamp-first+edit"]
 
 
-def run_pair(engine: Engine, pair: Any, downstream: str, cot: bool, window: int, new_tokens: int,
-             turn: int) -> list[dict[str, Any]]:  # fmt: skip
+def run_pair(
+    engine: Engine, pair: Any, downstream: str, cot: bool, window: int, new_tokens: int, turn: int
+) -> list[dict[str, Any]]:
     """Every variant of one (old, new) pair, in an order rotated by `turn` (interleaved timings)."""
     f = pair.field
     old_ids = engine.render(messages(f, pair.old, downstream, cot))
     new_ids = engine.render(messages(f, pair.new, downstream, cot))
     err_ids = engine.render(messages(f, pair.old, downstream, cot, erratum=pair.new))
     old = snapshot(engine, old_ids)  # the previous request's K/V, as a cache holds them (exact, untimed)
-    plans = {"exact": (new_ids, [Compute(len(new_ids))]), "exact-prefix": (new_ids, plan_prefix(old, new_ids)),
-             "stale": (old_ids, plan_edit(old, old_ids)), "edit": (new_ids, plan_edit(old, new_ids)),
-             "edit+W": (new_ids, plan_edit(old, new_ids, window)), "erratum": (err_ids, plan_prefix(old, err_ids))}  # fmt: skip
+    plans = {
+        "exact": (new_ids, [Compute(len(new_ids))]),
+        "exact-prefix": (new_ids, plan_prefix(old, new_ids)),
+        "stale": (old_ids, plan_edit(old, old_ids)),
+        "edit": (new_ids, plan_edit(old, new_ids)),
+        "edit+W": (new_ids, plan_edit(old, new_ids, window)),
+        "erratum": (err_ids, plan_prefix(old, err_ids)),
+    }
     order = VARIANTS[turn % len(VARIANTS) :] + VARIANTS[: turn % len(VARIANTS)]
     runs = {v: run_plan(engine, *plans[v], new_tokens) for v in order}
     want = decision(runs["exact"].text, f.options)
     was = decision(runs["stale"].text, f.options)  # the stale run is the old prompt answered exactly
-    return [{"pair": turn, "field": f.name, "old": pair.old, "new": pair.new, "cot": cot, "variant": v,
-             "decision": decision(runs[v].text, f.options), "exact_decision": want, "old_decision": was,
-             "agree": decision(runs[v].text, f.options) == want} | score(runs["exact"], runs[v])
-            for v in VARIANTS]  # fmt: skip
+    return [
+        {
+            "pair": turn,
+            "field": f.name,
+            "old": pair.old,
+            "new": pair.new,
+            "cot": cot,
+            "variant": v,
+            "decision": decision(runs[v].text, f.options),
+            "exact_decision": want,
+            "old_decision": was,
+            "agree": decision(runs[v].text, f.options) == want,
+        }
+        | score(runs["exact"], runs[v])
+        for v in VARIANTS
+    ]
 
 
 def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -74,10 +92,17 @@ def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for v in VARIANTS:
             rs = [r for r in rows if r["variant"] == v and r["cot"] == cot]
             flipped = [r for r in rs if r["exact_decision"] != r["old_decision"]]
-            out.append({"variant": v, "cot": cot, "pairs": len(rs), "agree": sum(r["agree"] for r in rs) / len(rs),
-                        "flipped_pairs": len(flipped),
-                        "agree_flipped": sum(r["agree"] for r in flipped) / len(flipped) if flipped else None,
-                        "no_decision": sum(r["decision"] == "-" for r in rs) / len(rs)})  # fmt: skip
+            out.append(
+                {
+                    "variant": v,
+                    "cot": cot,
+                    "pairs": len(rs),
+                    "agree": sum(r["agree"] for r in rs) / len(rs),
+                    "flipped_pairs": len(flipped),
+                    "agree_flipped": sum(r["agree"] for r in flipped) / len(flipped) if flipped else None,
+                    "no_decision": sum(r["decision"] == "-" for r in rs) / len(rs),
+                }
+            )
     return out
 
 
@@ -92,10 +117,13 @@ def layout_rescue(
     for t in tqdm(range(1, len(sc.turns)), desc="kv-edit layout", unit="turn"):
         (stable_before, stable), (ts_before, ts) = (consecutive(engine, sc, lay, t) for lay in TIE_IN_LAYOUTS)
         s_prev, t_prev = snapshot(engine, stable_before), snapshot(engine, ts_before)
-        plans = {"stable-first": (stable, plan_prefix(s_prev, stable)),
-                 "timestamp-first": (ts, plan_prefix(t_prev, ts)),
-                 "timestamp-first+edit": (ts, plan_edit(t_prev, ts)),
-                 "stable-first cold": (stable, [Compute(len(stable))]), "timestamp-first cold": (ts, [Compute(len(ts))])}  # fmt: skip
+        plans = {
+            "stable-first": (stable, plan_prefix(s_prev, stable)),
+            "timestamp-first": (ts, plan_prefix(t_prev, ts)),
+            "timestamp-first+edit": (ts, plan_edit(t_prev, ts)),
+            "stable-first cold": (stable, [Compute(len(stable))]),
+            "timestamp-first cold": (ts, [Compute(len(ts))]),
+        }
         names = list(plans)[t % len(plans) :] + list(plans)[: t % len(plans)]
         runs = {v: run_plan(engine, *plans[v], args.answer_tokens) for v in names}
         rows += [
@@ -116,13 +144,25 @@ def main(args: argparse.Namespace) -> int:
             engine, pair, downstream, cot, args.window, args.cot_tokens if cot else args.answer_tokens, i
         )
     agree = agreement(rows)
-    summary = [s | {"cot": cot} for cot in (False, True)
-               for s in summarize([r for r in rows if r["cot"] == cot], VARIANTS)]  # fmt: skip
+    summary = [
+        s | {"cot": cot}
+        for cot in (False, True)
+        for s in summarize([r for r in rows if r["cot"] == cot], VARIANTS)
+    ]
     layout_rows, layout_summary = layout_rescue(engine, args)
 
     out = run_dir(args, "kv-edit", engine)
-    write_json(out / "kv_edit.json", {"environment": env, "agreement": agree, "summary": summary,
-                                      "layout_summary": layout_summary, "pairs": rows, "layout": layout_rows})  # fmt: skip
+    write_json(
+        out / "kv_edit.json",
+        {
+            "environment": env,
+            "agreement": agree,
+            "summary": summary,
+            "layout_summary": layout_summary,
+            "pairs": rows,
+            "layout": layout_rows,
+        },
+    )
     write_csv(out / "pairs.csv", flat(rows))
     write_csv(out / "summary.csv", flat(summary))
     write_csv(out / "layout.csv", flat(layout_rows))
@@ -131,22 +171,47 @@ def main(args: argparse.Namespace) -> int:
     plot_layer_cosine(
         summary, out / "layer_cosine.png", f"kv-edit, last token's hidden state vs exact: {title}"
     )
-    tables = [table(agree, ["variant", "cot", "pairs", "agree", "flipped_pairs", "agree_flipped", "no_decision"]),
-              table(shown(summary), ["cot", *SUMMARY_COLUMNS]), table(shown(layout_summary), SUMMARY_COLUMNS)]  # fmt: skip
-    report = [f"# kv-edit: {title}", "", f"- commit `{env['commit']}`, {env['date']}; {args.pairs} pairs, "
-              f"window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
-              "per-pair ratios to the exact run measured beside it (variants interleaved, order rotated)", "",
-              "## Decision agreement", "", tables[0], "", "## Fidelity and TTFT (against the exact recompute)", "",
-              tables[1], "", "Erratum and stale answer a different prompt than the exact run: their fidelity is "
-              "measured against the exact new prompt's answer.", "", "## Layout tie-in: timestamp-first rescued "
-              "by an in-place edit of the time line", "", tables[2], "", "![decision agreement](decision_agreement.png)",
-              "", "![per-layer cosine](layer_cosine.png)"]  # fmt: skip
+    tables = [
+        table(agree, ["variant", "cot", "pairs", "agree", "flipped_pairs", "agree_flipped", "no_decision"]),
+        table(shown(summary), ["cot", *SUMMARY_COLUMNS]),
+        table(shown(layout_summary), SUMMARY_COLUMNS),
+    ]
+    report = [
+        f"# kv-edit: {title}",
+        "",
+        f"- commit `{env['commit']}`, {env['date']}; {args.pairs} pairs, "
+        f"window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
+        "per-pair ratios to the exact run measured beside it (variants interleaved, order rotated)",
+        "",
+        "## Decision agreement",
+        "",
+        tables[0],
+        "",
+        "## Fidelity and TTFT (against the exact recompute)",
+        "",
+        tables[1],
+        "",
+        "Erratum and stale answer a different prompt than the exact run: their fidelity is "
+        "measured against the exact new prompt's answer.",
+        "",
+        "## Layout tie-in: timestamp-first rescued by an in-place edit of the time line",
+        "",
+        tables[2],
+        "",
+        "![decision agreement](decision_agreement.png)",
+        "",
+        "![per-layer cosine](layer_cosine.png)",
+    ]
     return finish(engine, out, report, "\n\n".join(tables))
 
 
 def register(commands: Any) -> None:
-    p = commands.add_parser("kv-edit", help="edit a field of a cached prompt in place vs recompute vs erratum",
-                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = commands.add_parser(
+        "kv-edit",
+        help="edit a field of a cached prompt in place vs recompute vs erratum",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_run_args(p, "pairs and context seed (and synthetic weights seed)")
     p.add_argument(
         "--pairs", type=int_flag(1), default=20, help="seeded (old, new) field-value pairs (default 20)"

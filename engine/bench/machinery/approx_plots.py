@@ -22,8 +22,12 @@ def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> No
     for k, cot in enumerate((False, True)):
         values = [next(r["agree"] for r in rows if r["variant"] == v and r["cot"] == cot) for v in variants]
         xs = [i + (k - 0.5) * 0.38 for i in range(len(variants))]
-        bars = ax.bar(xs, [100 * x for x in values], width=0.36,
-                      label="think step by step first" if cot else "direct answer")  # fmt: skip
+        bars = ax.bar(
+            xs,
+            [100 * x for x in values],
+            width=0.36,
+            label="think step by step first" if cot else "direct answer",
+        )
         ax.bar_label(bars, fmt="%.0f", fontsize=7)
     ax.set_xticks(range(len(variants)), variants)
     ax.set(ylabel="decision = exact run's decision (% of pairs)", ylim=(0, 110), title=title)
@@ -36,8 +40,14 @@ def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> No
 
 def plot_layer_cosine(summary: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Median cosine of the last prompt token's hidden state to the exact run's, per layer and variant."""
-    series = {f"{s['variant']}{', step by step' if s.get('cot') else ''}": (list(range(len(s["layer_cosine"]))),
-              s["layer_cosine"]) for s in summary if s["variant"] != "exact"}  # fmt: skip
+    series = {
+        f"{s['variant']}{', step by step' if s.get('cot') else ''}": (
+            list(range(len(s["layer_cosine"]))),
+            s["layer_cosine"],
+        )
+        for s in summary
+        if s["variant"] != "exact"
+    }
     line_chart(series, path, title=title, xlabel="layer", ylabel="cosine to the exact hidden state (median)")
 
 

@@ -17,9 +17,22 @@ from engine.engine import Engine
 from engine.fidelity import compare, last_hidden
 from engine.kv_edit import Segment, assemble, decode_greedy
 
-SUMMARY_COLUMNS = ["variant", "n", "ttft_ms", "ttft_ratio", "computed_tokens", "approximate_tokens",
-                   "cached_tokens", "cosine", "cosine_min", "kl", "kl_max", "top1", "greedy_same",
-                   "first_difference"]  # fmt: skip
+SUMMARY_COLUMNS = [
+    "variant",
+    "n",
+    "ttft_ms",
+    "ttft_ratio",
+    "computed_tokens",
+    "approximate_tokens",
+    "cached_tokens",
+    "cosine",
+    "cosine_min",
+    "kl",
+    "kl_max",
+    "top1",
+    "greedy_same",
+    "first_difference",
+]
 
 
 @dataclass
@@ -44,16 +57,31 @@ def run_plan(engine: Engine, token_ids: Sequence[int], plan: Sequence[Segment], 
         states = list(hidden)
     tokens, _, _ = decode_greedy(engine, a, max_new_tokens)
     text = engine.tokenizer.decode(tokens, skip_special_tokens=True)
-    return Run(len(a.token_ids), a.cached_tokens, a.approximate_tokens, a.computed_tokens, ttft, tokens, text,
-               a.logits.cpu(), states)  # fmt: skip
+    return Run(
+        len(a.token_ids),
+        a.cached_tokens,
+        a.approximate_tokens,
+        a.computed_tokens,
+        ttft,
+        tokens,
+        text,
+        a.logits.cpu(),
+        states,
+    )
 
 
 def score(exact: Run, run: Run) -> dict[str, Any]:
     """The run's token counts, TTFT and fidelity against the exact run (per-layer cosines as a list)."""
     f = compare(exact.logits, run.logits, exact.tokens, run.tokens, exact.hidden, run.hidden)
-    return {"prompt_tokens": run.prompt_tokens, "cached_tokens": run.cached_tokens,
-            "approximate_tokens": run.approximate_tokens, "computed_tokens": run.computed_tokens,
-            "ttft_ms": 1000 * run.ttft_s, "ttft_ratio": run.ttft_s / exact.ttft_s, "text": run.text} | asdict(f)  # fmt: skip
+    return {
+        "prompt_tokens": run.prompt_tokens,
+        "cached_tokens": run.cached_tokens,
+        "approximate_tokens": run.approximate_tokens,
+        "computed_tokens": run.computed_tokens,
+        "ttft_ms": 1000 * run.ttft_s,
+        "ttft_ratio": run.ttft_s / exact.ttft_s,
+        "text": run.text,
+    } | asdict(f)
 
 
 def summarize(rows: Sequence[dict[str, Any]], variants: Sequence[str]) -> list[dict[str, Any]]:
@@ -69,14 +97,25 @@ def _summary(variant: str, rs: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(key: str) -> float:
         return sum(r[key] for r in rs) / len(rs)
 
-    return {"variant": variant, "n": len(rs), "ttft_ms": med("ttft_ms"),
-            "ttft_min_ms": min(r["ttft_ms"] for r in rs), "ttft_max_ms": max(r["ttft_ms"] for r in rs),
-            "ttft_ratio": med("ttft_ratio"), "computed_tokens": mean("computed_tokens"),
-            "approximate_tokens": mean("approximate_tokens"), "cached_tokens": mean("cached_tokens"),
-            "cosine": med("cosine"), "cosine_min": min(r["cosine"] for r in rs), "kl": med("kl"),
-            "kl_max": max(r["kl"] for r in rs), "top1": mean("top1_agree"), "greedy_same": mean("continuation_agree"),
-            "first_difference": med("first_difference"),
-            "layer_cosine": [statistics.median(c) for c in zip(*(r["layer_cosine"] for r in rs), strict=True)]}  # fmt: skip
+    return {
+        "variant": variant,
+        "n": len(rs),
+        "ttft_ms": med("ttft_ms"),
+        "ttft_min_ms": min(r["ttft_ms"] for r in rs),
+        "ttft_max_ms": max(r["ttft_ms"] for r in rs),
+        "ttft_ratio": med("ttft_ratio"),
+        "computed_tokens": mean("computed_tokens"),
+        "approximate_tokens": mean("approximate_tokens"),
+        "cached_tokens": mean("cached_tokens"),
+        "cosine": med("cosine"),
+        "cosine_min": min(r["cosine"] for r in rs),
+        "kl": med("kl"),
+        "kl_max": max(r["kl"] for r in rs),
+        "top1": mean("top1_agree"),
+        "greedy_same": mean("continuation_agree"),
+        "first_difference": med("first_difference"),
+        "layer_cosine": [statistics.median(c) for c in zip(*(r["layer_cosine"] for r in rs), strict=True)],
+    }
 
 
 def flat(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

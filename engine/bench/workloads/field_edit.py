@@ -15,8 +15,20 @@ from engine.bench.workloads.scenario import POLICIES
 from engine.chat import Message
 
 COT = " Think step by step first, then give the answer."
-CITIES = ["Beijing", "Shanghai", "Paris", "Berlin", "Madrid", "Tokyo", "Cairo", "Lima", "Oslo", "Toronto",
-          "Sydney", "Mumbai"]  # fmt: skip
+CITIES = [
+    "Beijing",
+    "Shanghai",
+    "Paris",
+    "Berlin",
+    "Madrid",
+    "Tokyo",
+    "Cairo",
+    "Lima",
+    "Oslo",
+    "Toronto",
+    "Sydney",
+    "Mumbai",
+]
 
 
 @dataclass(frozen=True)
@@ -29,16 +41,28 @@ class Field:
 
 
 FIELDS = {
-    "city": Field("city", "User's city: {value}", "the user's city",
-                  "Which city should the courier deliver the parcel to? Answer with the city name only.",
-                  tuple(CITIES)),
-    "credits": Field("credits", "Remaining credits: {value}", "the remaining credits",
-                     "A premium call costs 50 credits. Can the user afford a premium call now? Answer yes or no.",
-                     ("yes", "no")),
-    "time": Field("time", "Current time: {value}", "the current time",
-                  "The support desk is open from 09:00 to 17:00. Is the desk open right now? Answer yes or no.",
-                  ("yes", "no")),
-}  # fmt: skip
+    "city": Field(
+        "city",
+        "User's city: {value}",
+        "the user's city",
+        "Which city should the courier deliver the parcel to? Answer with the city name only.",
+        tuple(CITIES),
+    ),
+    "credits": Field(
+        "credits",
+        "Remaining credits: {value}",
+        "the remaining credits",
+        "A premium call costs 50 credits. Can the user afford a premium call now? Answer yes or no.",
+        ("yes", "no"),
+    ),
+    "time": Field(
+        "time",
+        "Current time: {value}",
+        "the current time",
+        "The support desk is open from 09:00 to 17:00. Is the desk open right now? Answer yes or no.",
+        ("yes", "no"),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -60,7 +84,10 @@ def pairs(n: int, seed: int) -> list[Pair]:
             low, high = str(rng.randint(0, 49)), str(rng.randint(50, 400))
             old, new = (low, high) if rng.random() < 0.5 else (high, low)
         else:
-            inside, outside = f"{rng.randint(9, 16):02d}:{rng.randint(0, 59):02d}", f"{rng.choice([1, 3, 6, 19, 22]):02d}:{rng.randint(0, 59):02d}"  # fmt: skip
+            inside, outside = (
+                f"{rng.randint(9, 16):02d}:{rng.randint(0, 59):02d}",
+                f"{rng.choice([1, 3, 6, 19, 22]):02d}:{rng.randint(0, 59):02d}",
+            )
             old, new = (inside, outside) if rng.random() < 0.5 else (outside, inside)
         out.append(Pair(f, old, new))
     return out

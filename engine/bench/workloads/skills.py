@@ -17,29 +17,41 @@ from engine.chat import render_text
 
 SYSTEM = "You are an agent with the following skills loaded. Use them when they apply.\n\n"
 SKILLS = {
-    "refunds": ["Refunds go to the original payment method within 5 business days.",
-                "Refunds above 200 EUR need a supervisor's approval code.",
-                "Partial refunds are allowed per order line, never per unit.",
-                "A refund closes the return case; log the amount and the reason."],
-    "shipping": ["Parcels ship from Rotterdam on weekdays before 16:00.",
-                 "Express delivery reaches most EU addresses the next business day.",
-                 "Address changes are possible until the parcel is handed to the carrier.",
-                 "A parcel without tracking updates for 5 days counts as lost."],
-    "warranty": ["Electronics carry a 24-month warranty from the delivery date.",
-                 "Warranty claims require the original order number and the serial number.",
-                 "Damage from drops or liquids is not covered by the warranty.",
-                 "Repairs take 10 business days; a loan device is offered for phones."],
-    "loyalty": ["Members earn 1 point per euro spent, 2 points during promotions.",
-                "Points expire after 18 months without a purchase.",
-                "100 points are worth 5 EUR of store credit.",
-                "Gold members get free express shipping on every order."],
-    "privacy": ["Never read out a full card number; the last four digits are enough.",
-                "Identity is verified with the order number and the postcode.",
-                "Data export requests are answered within 30 days.",
-                "Do not discuss another customer's order, even with a family member."],
-}  # fmt: skip
-QUESTIONS = ["A customer asks what to do next about order 48213. Answer in one sentence.",
-             "Summarise which of your skills apply to a late, damaged parcel. Answer briefly."]  # fmt: skip
+    "refunds": [
+        "Refunds go to the original payment method within 5 business days.",
+        "Refunds above 200 EUR need a supervisor's approval code.",
+        "Partial refunds are allowed per order line, never per unit.",
+        "A refund closes the return case; log the amount and the reason.",
+    ],
+    "shipping": [
+        "Parcels ship from Rotterdam on weekdays before 16:00.",
+        "Express delivery reaches most EU addresses the next business day.",
+        "Address changes are possible until the parcel is handed to the carrier.",
+        "A parcel without tracking updates for 5 days counts as lost.",
+    ],
+    "warranty": [
+        "Electronics carry a 24-month warranty from the delivery date.",
+        "Warranty claims require the original order number and the serial number.",
+        "Damage from drops or liquids is not covered by the warranty.",
+        "Repairs take 10 business days; a loan device is offered for phones.",
+    ],
+    "loyalty": [
+        "Members earn 1 point per euro spent, 2 points during promotions.",
+        "Points expire after 18 months without a purchase.",
+        "100 points are worth 5 EUR of store credit.",
+        "Gold members get free express shipping on every order.",
+    ],
+    "privacy": [
+        "Never read out a full card number; the last four digits are enough.",
+        "Identity is verified with the order number and the postcode.",
+        "Data export requests are answered within 30 days.",
+        "Do not discuss another customer's order, even with a family member.",
+    ],
+}
+QUESTIONS = [
+    "A customer asks what to do next about order 48213. Answer in one sentence.",
+    "Summarise which of your skills apply to a late, damaged parcel. Answer briefly.",
+]
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,9 @@ def skill_text(name: str, repeat: int) -> str:
 def template_parts(tokenizer: PreTrainedTokenizerBase, question: str) -> tuple[str, str]:
     """The chat template's text before the skill blocks (preamble + system opening) and after them."""
     marker = "\x00SKILLS\x00"
-    text = render_text(tokenizer, [{"role": "system", "content": SYSTEM + marker},
-                                   {"role": "user", "content": question}])  # fmt: skip
+    text = render_text(
+        tokenizer, [{"role": "system", "content": SYSTEM + marker}, {"role": "user", "content": question}]
+    )
     before, after = text.split(marker)
     return before, after
 

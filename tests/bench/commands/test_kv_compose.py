@@ -11,11 +11,28 @@ from engine.bench.__main__ import main
 def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> None:
     out = tmp_path / "run"
     model = str(tiny_dir("qwen2", tokenizer=True))
-    argv = ["kv-compose", "--model", model, "--prompts", "4", "--repeat", "1", "--answer-tokens", "2",
-            "--out", str(out)]  # fmt: skip
+    argv = [
+        "kv-compose",
+        "--model",
+        model,
+        "--prompts",
+        "4",
+        "--repeat",
+        "1",
+        "--answer-tokens",
+        "2",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
-    for name in ("kv_compose.json", "prompts.csv", "summary.csv", "report.md", "ttft_vs_length.png",
-                 "layer_cosine.png"):  # fmt: skip
+    for name in (
+        "kv_compose.json",
+        "prompts.csv",
+        "summary.csv",
+        "report.md",
+        "ttft_vs_length.png",
+        "layer_cosine.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "kv_compose.json").read_text())
     rows = {(r["prompt"], r["variant"]): r for r in data["prompts"]}

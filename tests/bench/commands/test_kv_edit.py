@@ -11,11 +11,33 @@ from engine.bench.__main__ import main
 def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> None:
     out = tmp_path / "run"
     model = str(tiny_dir("qwen2", tokenizer=True))
-    argv = ["kv-edit", "--model", model, "--pairs", "3", "--turns", "2", "--policies", "2", "--answer-tokens", "2",
-            "--cot-tokens", "3", "--out", str(out)]  # fmt: skip
+    argv = [
+        "kv-edit",
+        "--model",
+        model,
+        "--pairs",
+        "3",
+        "--turns",
+        "2",
+        "--policies",
+        "2",
+        "--answer-tokens",
+        "2",
+        "--cot-tokens",
+        "3",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
-    for name in ("kv_edit.json", "pairs.csv", "summary.csv", "layout.csv", "report.md", "decision_agreement.png",
-                 "layer_cosine.png"):  # fmt: skip
+    for name in (
+        "kv_edit.json",
+        "pairs.csv",
+        "summary.csv",
+        "layout.csv",
+        "report.md",
+        "decision_agreement.png",
+        "layer_cosine.png",
+    ):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "kv_edit.json").read_text())
     rows = {(r["pair"], r["variant"]): r for r in data["pairs"]}

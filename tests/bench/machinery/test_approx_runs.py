@@ -6,9 +6,20 @@ from engine.bench.machinery.approx_runs import flat, shown, summarize
 
 
 def row(variant: str, cosine: float, kl: float, ttft: float, agree: bool) -> dict:
-    return {"variant": variant, "ttft_ms": ttft, "ttft_ratio": ttft / 100, "computed_tokens": 10,
-            "approximate_tokens": 90, "cached_tokens": 0, "cosine": cosine, "kl": kl, "top1_agree": agree,
-            "continuation_agree": agree, "first_difference": 8 if agree else 0, "layer_cosine": [1.0, cosine]}  # fmt: skip
+    return {
+        "variant": variant,
+        "ttft_ms": ttft,
+        "ttft_ratio": ttft / 100,
+        "computed_tokens": 10,
+        "approximate_tokens": 90,
+        "cached_tokens": 0,
+        "cosine": cosine,
+        "kl": kl,
+        "top1_agree": agree,
+        "continuation_agree": agree,
+        "first_difference": 8 if agree else 0,
+        "layer_cosine": [1.0, cosine],
+    }
 
 
 def test_summary_per_variant() -> None:
