@@ -144,7 +144,7 @@ def write_results(
 def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     """A plain-text table (also valid markdown) of the given columns. A column whose rows carry `<c>_min`
     and `<c>_max` shows `median [min–max]` and says so in its header."""
-    ranged = [any(f"{c}_min" in row for row in rows) for c in columns]
+    ranged = [any(f"{c}_min" in row and f"{c}_max" in row for row in rows) for c in columns]
     cells = [[_cell(row, c) for c in columns] for row in rows]
     columns = [f"{c} [min–max]" if r else c for c, r in zip(columns, ranged, strict=True)]
     widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c) for i, c in enumerate(columns)]
@@ -157,7 +157,7 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
 
 def _cell(row: dict[str, Any], column: str) -> str:
     value = _fmt(row.get(column, ""))
-    if row.get(f"{column}_min") is None:
+    if row.get(f"{column}_min") is None or row.get(f"{column}_max") is None:
         return value
     return f"{value} [{_fmt(row[f'{column}_min'])}–{_fmt(row[f'{column}_max'])}]"
 
