@@ -75,7 +75,7 @@ DEVICE = Shapes(
     trace=(20, 8000),
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
-SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 1000))
+SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000))
 SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
 MAX_ROUNDS = 200
 
