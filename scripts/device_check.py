@@ -63,7 +63,7 @@ CPU_TIMEOUTS = {"tests": 1200, "bench-qwen2.5-0.5b": 900, "layout": 300}
 PLANS = {
     "cuda": Plan("bfloat16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
     "mps": Plan("float16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
-    "cpu": Plan("float32", GPU_MODELS[:1], "--shapes smoke", CPU_LAYOUT, 512, CPU_TIMEOUTS),
+    "cpu": Plan("float32", GPU_MODELS[:1], "--shapes smoke", CPU_LAYOUT, 128, CPU_TIMEOUTS),
 }
 
 
