@@ -43,32 +43,49 @@ class KVCache:
         tokens: object = None,
         gb: object = None,
     ) -> int:
-        """How many blocks a budget of `tokens` or else `gb` GiB buys (neither: a share of free memory).
-
-        Sizes must be positive, and the pool must fit in the memory free on `device`: this is checked
-        before anything is allocated, since an empty pool takes no pages until written.
-        """
+        """How many blocks a budget of `tokens` or else `gb` GiB buys (neither: a share of free memory),
+        checked to fit in the memory free on `device` before anything is allocated (an empty pool takes no
+        pages until written, so an oversized one would fail only when it fills)."""
         block_size = integer("block_size", block_size, minimum=1)
-        per_token = config.kv_bytes_per_token * torch.tensor([], dtype=dtype).element_size()
+        num_blocks = KVCache.blocks_in_budget(config, block_size, dtype, device, tokens=tokens, gb=gb)
+        need = num_blocks * block_size * KVCache.bytes_per_token(config, dtype)
+        free, where = free_memory(device)
+        if need > free:
+            raise CacheCapacityError(
+                f"a KV cache of {num_blocks * block_size:,} tokens needs {need / 2**30:,.2f} GiB but "
+                f"only {free / 2**30:,.2f} GiB of {where} is left; give a smaller cache_gb or cache_tokens"
+            )
+        return num_blocks
+
+    @staticmethod
+    def blocks_in_budget(
+        config: ModelConfig,
+        block_size: object,
+        dtype: torch.dtype,
+        device: torch.device,
+        *,
+        tokens: object = None,
+        gb: object = None,
+    ) -> int:
+        """Blocks a budget buys, sizes checked (positive, at least one block) but not the memory: for
+        analyses that size a cache without allocating it."""
+        block_size = integer("block_size", block_size, minimum=1)
+        per_token = KVCache.bytes_per_token(config, dtype)
         if tokens is not None:
             budget = integer("cache_tokens", tokens, minimum=1)
         elif gb is not None:
             budget = int(real("cache_gb", gb, positive=True) * 2**30) // per_token
         else:
             budget = default_cache_bytes(device) // per_token
-        num_blocks = budget // block_size
-        if num_blocks < 1:
+        if budget // block_size < 1:
             raise CacheCapacityError(
                 f"a KV cache of {budget} tokens holds no block of {block_size} tokens; give a larger cache"
             )
-        need = num_blocks * block_size * per_token
-        free, where = free_memory(device)
-        if need > free:
-            raise CacheCapacityError(
-                f"a KV cache of {num_blocks * block_size:,} tokens needs {need / 2**30:,.2f} GiB but only "
-                f"{free / 2**30:,.2f} GiB of {where} is left; give a smaller cache_gb or cache_tokens"
-            )
-        return num_blocks
+        return budget // block_size
+
+    @staticmethod
+    def bytes_per_token(config: ModelConfig, dtype: torch.dtype) -> int:
+        return config.kv_bytes_per_token * torch.tensor([], dtype=dtype).element_size()
 
     @property
     def nbytes(self) -> int:

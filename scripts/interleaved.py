@@ -18,7 +18,9 @@ per-round ratios.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import itertools
+import os
 import statistics
 import sys
 from collections.abc import Callable
@@ -27,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import Pair, Shapes  # noqa: E402
+from engine.bench.machinery.results import git_commit  # noqa: E402
 from engine.devices import now  # noqa: E402
 from engine.flops import ideal_cached_ratio  # noqa: E402
 from engine.kv_cache import SequenceKV  # noqa: E402
@@ -121,6 +124,8 @@ def main() -> int:
     cached = sorted({block} | {n // 2 for n in args.warm} | set(args.contexts))
     shapes = Shapes((), tuple(cached), (1,), (block,), (32, 16), budget_s=0.0)
     pair = Pair(args.model, args.device, args.dtype, shapes)
+    started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    print(f"commit {git_commit()}, {started}, load average {load()} at the start")
     print(f"{pair.info}, alternating rounds: median [min-max] of each side")
     for n in args.prefill:
         print(prefill(pair, n, args.rounds), flush=True)
@@ -130,7 +135,13 @@ def main() -> int:
     for n in args.warm:
         for k in (n // 2, block):
             print(warm(pair, n, k, args.rounds), flush=True)
+    print(f"load average {load()} at the end")
     return 0
+
+
+def load() -> str:
+    """The 1, 5 and 15 minute load averages: others' work on the machine skews every timing here."""
+    return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 # STEPs (default: all, in order) are the names in STEPS below; --list prints them with their commands.
 # Refuses to run on a tree with uncommitted changes (outside results/): every result records the commit it
 # came from, and only a clean commit reproduces it. --allow-dirty runs anyway; the commit is then recorded
-# as <sha>+dirty in every result and each report opens with a warning. Writes results/REPRODUCE.md: the
-# commit, the machine, each step's command and time. Run it on a quiet machine: the timings are the results.
+# as <sha>+dirty in every result and each report opens with a warning. Keeps results/REPRODUCE.md: per
+# step, the commit, time and machine of its newest run. Run it on a quiet machine: the timings are the results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -30,6 +30,7 @@ STEPS=(
   "kv-edit|$PY -m engine.bench kv-edit --model $M --out $R/kv-edit-smollm2-135m-cpu --overwrite"
   "kv-compose|$PY -m engine.bench kv-compose --model $M --out $R/kv-compose-smollm2-135m-cpu --overwrite"
   "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
+  "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --rounds 7 > $R/bench/cpu/interleaved.txt"
 )
 
 allow_dirty=0
@@ -77,16 +78,27 @@ if [ -n "$dirty" ]; then
 fi
 
 export HF_HUB_OFFLINE=1
+# results/REPRODUCE.md is a ledger: one row per step, from the newest run of that step (a run of some steps
+# keeps the other steps' rows). A row is written as soon as its step finishes.
 log=$R/REPRODUCE.md
-{
-  echo "# Reference results: how they were made"
-  echo
-  echo "- commit \`$commit\`$([ -n "$dirty" ] && echo ' (**DIRTY TREE: not a reference run**)')"
-  echo "- started $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -m), $(nproc) CPUs; by \`scripts/reproduce.sh $*\`"
-  echo
-  echo "| step | command | seconds |"
-  echo "|---|---|---|"
-} > "$log.tmp"
+machine="$(uname -m), $(nproc) CPUs"
+record() {  # name seconds command: replace the step's row, keep the others, write them in STEPS order
+  local rows row
+  rows=$(grep '^| [a-z]' "$log" 2>/dev/null | grep -v '^| step |' | grep -v "^| $1 |" || true)
+  row="| $1 | \`$commit\` | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $machine | $2 | \`$3\` |"
+  rows=$(printf '%s\n%s\n' "$rows" "$row")
+  {
+    echo "# Reference results: how they were made"
+    echo
+    echo "Each row is the newest run of a step of \`scripts/reproduce.sh\`: the commit it ran from"
+    echo "(\`+dirty\`: uncommitted changes, not a reference), when it finished, where, and how long it took."
+    echo
+    echo "| step | commit | finished (UTC) | machine | seconds | command |"
+    echo "|---|---|---|---|---|---|"
+    for n in "${names[@]}"; do printf '%s\n' "$rows" | grep "^| $n |" || true; done
+  } > "$log.tmp"
+  mv "$log.tmp" "$log"
+}
 total_start=$(date +%s)
 i=0
 for step in "${selected[@]}"; do
@@ -98,10 +110,7 @@ for step in "${selected[@]}"; do
   bash -c "$cmd"
   took=$(($(date +%s) - start))
   echo "[$i/${#selected[@]}] $name done in ${took}s (total $(($(date +%s) - total_start))s)" >&2
-  echo "| $name | \`$cmd\` | $took |" >> "$log.tmp"
+  record "$name" "$took" "$cmd"
 done
 total=$(($(date +%s) - total_start))
-echo "" >> "$log.tmp"
-echo "Total: ${total}s." >> "$log.tmp"
-mv "$log.tmp" "$log"
-echo "all ${#selected[@]} steps done in $((total / 60)) min $((total % 60)) s; log in $log" >&2
+echo "all ${#selected[@]} steps done in $((total / 60)) min $((total % 60)) s; ledger in $log" >&2

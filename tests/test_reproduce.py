@@ -35,3 +35,38 @@ def test_steps_are_chosen_by_name_and_unknown_ones_refused() -> None:
     assert [line.split()[0] for line in proc.stdout.splitlines()] == ["layout", "sink"]  # the script's order
     bad = listed("no-such-step")
     assert bad.returncode == 2 and "no step named no-such-step" in bad.stderr
+
+
+def test_the_ledger_keeps_each_steps_newest_run(tmp_path) -> None:
+    """A run of some steps rewrites their rows in results/REPRODUCE.md and keeps the other steps' rows (the
+    commands are stubbed: PYTHON=true)."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "reproduce.sh").write_text(SCRIPT.read_text())
+    (tmp_path / "results").mkdir()
+    old_sink = (
+        "| sink | `0000000` | 2026-01-01T00:00:00Z | x86_64, 2 CPUs | 300 | `python -m engine.bench sink` |"
+    )
+    (tmp_path / "results" / "REPRODUCE.md").write_text(f"| layout | `0000000` | old |\n{old_sink}\n")
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    sha = git("rev-parse", "--short", "HEAD").strip()
+    run = subprocess.run(
+        ["bash", "scripts/reproduce.sh", "heatmap-chat-layers", "layout"],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHON": "true"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    rows = [r for r in (tmp_path / "results" / "REPRODUCE.md").read_text().splitlines() if r.startswith("| ")]
+    assert rows[0] == "| step | commit | finished (UTC) | machine | seconds | command |"
+    steps = [r.split(" | ")[0][2:] for r in rows[1:]]
+    assert steps == ["layout", "sink", "heatmap-chat-layers"]  # in the script's order
+    assert rows[1].startswith(f"| layout | `{sha}` | ") and "engine.bench layout" in rows[1]
+    assert rows[2] == old_sink

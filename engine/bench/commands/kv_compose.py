@@ -30,9 +30,9 @@ from engine.bench.machinery.approx_runs import (
     summarize,
 )
 from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, write_csv, write_json
-from engine.bench.machinery.run_folder import run_dir
+from engine.bench.machinery.report import PARTIAL_NOTE, table
+from engine.bench.machinery.results import environment, provenance, write_csv, write_json
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.workloads.skills import QUESTIONS, SKILLS, layouts, note, skill_text, template_parts
 from engine.kv_edit import Compute, snapshot
 from engine.kv_plans import Part, plan_prefix, plan_splice
@@ -53,26 +53,31 @@ def main(args: argparse.Namespace) -> int:
     spliced = f"splice+{round(100 * args.recompute)}%"
     variants = ["recompute", "exact-prefix", "splice", spliced]
     rows: list[dict[str, Any]] = []
-    for i, lay in enumerate(tqdm(layouts(args.prompts, args.seed), desc="kv-compose", unit="prompt")):
-        parts: list[Part] = [(snaps[lay.skills[0]], 0, len(pre))]
-        for k, (name, with_note) in enumerate(zip(lay.skills, lay.notes, strict=True)):
-            parts += ([tok(note(k))] if with_note else []) + [
-                (snaps[name], len(pre), len(pre) + len(blocks[name]))
+    try:
+        for i, lay in enumerate(tqdm(layouts(args.prompts, args.seed), desc="kv-compose", unit="prompt")):
+            parts: list[Part] = [(snaps[lay.skills[0]], 0, len(pre))]
+            for k, (name, with_note) in enumerate(zip(lay.skills, lay.notes, strict=True)):
+                parts += ([tok(note(k))] if with_note else []) + [
+                    (snaps[name], len(pre), len(pre) + len(blocks[name]))
+                ]
+            ids, plan = plan_splice([*parts, tails[lay.question]])
+            plans = {
+                "recompute": [Compute(len(ids))],
+                "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
+                "splice": plan,
+                spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1],
+            }
+            order = variants[i % len(variants) :] + variants[: i % len(variants)]
+            runs = {v: run_plan(engine, ids, plans[v], args.answer_tokens) for v in order}
+            rows += [
+                {"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
+                | score(runs["recompute"], runs[v])
+                for v in variants
             ]
-        ids, plan = plan_splice([*parts, tails[lay.question]])
-        plans = {
-            "recompute": [Compute(len(ids))],
-            "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
-            "splice": plan,
-            spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1],
-        }
-        order = variants[i % len(variants) :] + variants[: i % len(variants)]
-        runs = {v: run_plan(engine, ids, plans[v], args.answer_tokens) for v in order}
-        rows += [
-            {"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
-            | score(runs["recompute"], runs[v])
-            for v in variants
-        ]
+    except KeyboardInterrupt:  # keep the prompts that finished
+        env["partial"] = True
+        if not rows:
+            return interrupted(0, "prompts", None)
     summary = summarize(rows, variants)
 
     out = run_dir(args, "kv-compose", engine)
@@ -88,17 +93,20 @@ def main(args: argparse.Namespace) -> int:
     report = [
         f"# kv-compose: {title}",
         "",
-        f"- commit `{env['commit']}`, {env['date']}; {args.prompts} prompts of "
+        *provenance(env),
+        f"- {len(rows) // len(variants)} of {args.prompts} prompts of "
         f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
         "ratio to the recompute measured beside it (arms interleaved, order rotated)",
         "",
+        *([PARTIAL_NOTE, ""] if env["partial"] else []),
         text,
         "",
         "![TTFT vs length](ttft_vs_length.png)",
         "",
         "![per-layer cosine](layer_cosine.png)",
     ]
-    return finish(engine, out, report, text)
+    code = finish(engine, out, report, text)
+    return interrupted(len(rows) // len(variants), "prompts", out) if env["partial"] else code
 
 
 def register(commands: Any) -> None:

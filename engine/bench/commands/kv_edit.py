@@ -31,9 +31,9 @@ from engine.bench.machinery.approx_runs import (
     summarize,
 )
 from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import table
-from engine.bench.machinery.results import environment, write_csv, write_json
-from engine.bench.machinery.run_folder import run_dir
+from engine.bench.machinery.report import PARTIAL_NOTE, table
+from engine.bench.machinery.results import environment, provenance, write_csv, write_json
+from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.workloads.field_edit import context, decision, messages, pairs
 from engine.bench.workloads.scenario import build_scenario
 from engine.bench.workloads.time_line import TIE_IN_LAYOUTS, consecutive
@@ -91,6 +91,8 @@ def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for cot in (False, True):
         for v in VARIANTS:
             rs = [r for r in rows if r["variant"] == v and r["cot"] == cot]
+            if not rs:  # a Ctrl-C before any run of this setting
+                continue
             flipped = [r for r in rs if r["exact_decision"] != r["old_decision"]]
             out.append(
                 {
@@ -106,14 +108,12 @@ def agreement(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def layout_rescue(
-    engine: Engine, args: argparse.Namespace
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def layout_rescue(engine: Engine, args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     """Turns 2+ of the small `bench layout` scenario: stable-first and timestamp-first with exact prefix reuse
     of the previous request, and timestamp-first with the time line edited in place (the rest stale). Each is
-    scored against the exact recompute of its own prompt (ttft_ratio: to that cold run)."""
+    scored against the exact recompute of its own prompt (ttft_ratio: to that cold run). Rows are appended to
+    `rows` turn by turn (a Ctrl-C keeps the turns that finished)."""
     sc = build_scenario(engine.tokenizer, "small", args.seed, args.turns)
-    rows: list[dict[str, Any]] = []
     for t in tqdm(range(1, len(sc.turns)), desc="kv-edit layout", unit="turn"):
         (stable_before, stable), (ts_before, ts) = (consecutive(engine, sc, lay, t) for lay in TIE_IN_LAYOUTS)
         s_prev, t_prev = snapshot(engine, stable_before), snapshot(engine, ts_before)
@@ -130,7 +130,6 @@ def layout_rescue(
             {"turn": t + 1, "variant": v} | score(runs[v.split("+")[0] + " cold"], runs[v])
             for v in LAYOUT_VARIANTS
         ]
-    return rows, summarize(rows, LAYOUT_VARIANTS)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -139,17 +138,24 @@ def main(args: argparse.Namespace) -> int:
     downstream = context(args.policies, args.seed)
     todo = [(i, p, cot) for i, p in enumerate(pairs(args.pairs, args.seed)) for cot in (False, True)]
     rows: list[dict[str, Any]] = []
-    for i, pair, cot in tqdm(todo, desc="kv-edit", unit="pair"):
-        rows += run_pair(
-            engine, pair, downstream, cot, args.window, args.cot_tokens if cot else args.answer_tokens, i
-        )
+    layout_rows: list[dict[str, Any]] = []
+    try:
+        for i, pair, cot in tqdm(todo, desc="kv-edit", unit="pair"):
+            rows += run_pair(
+                engine, pair, downstream, cot, args.window, args.cot_tokens if cot else args.answer_tokens, i
+            )
+        layout_rescue(engine, args, layout_rows)
+    except KeyboardInterrupt:  # keep the pairs (and layout turns) that finished
+        env["partial"] = True
+        if not rows:
+            return interrupted(0, "pairs", None)
     agree = agreement(rows)
     summary = [
         s | {"cot": cot}
         for cot in (False, True)
         for s in summarize([r for r in rows if r["cot"] == cot], VARIANTS)
     ]
-    layout_rows, layout_summary = layout_rescue(engine, args)
+    layout_summary = summarize(layout_rows, LAYOUT_VARIANTS)
 
     out = run_dir(args, "kv-edit", engine)
     write_json(
@@ -179,10 +185,12 @@ def main(args: argparse.Namespace) -> int:
     report = [
         f"# kv-edit: {title}",
         "",
-        f"- commit `{env['commit']}`, {env['date']}; {args.pairs} pairs, "
-        f"window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
+        *provenance(env),
+        f"- {args.pairs} field pairs, each answered directly and step by step "
+        f"({len(rows) // len(VARIANTS)} runs finished), window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
         "per-pair ratios to the exact run measured beside it (variants interleaved, order rotated)",
         "",
+        *([PARTIAL_NOTE, ""] if env["partial"] else []),
         "## Decision agreement",
         "",
         tables[0],
@@ -202,7 +210,8 @@ def main(args: argparse.Namespace) -> int:
         "",
         "![per-layer cosine](layer_cosine.png)",
     ]
-    return finish(engine, out, report, "\n\n".join(tables))
+    code = finish(engine, out, report, "\n\n".join(tables))
+    return interrupted(len(rows) // len(VARIANTS), "pair runs", out) if env["partial"] else code
 
 
 def register(commands: Any) -> None:

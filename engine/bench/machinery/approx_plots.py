@@ -20,7 +20,10 @@ def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> No
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for k, cot in enumerate((False, True)):
-        values = [next(r["agree"] for r in rows if r["variant"] == v and r["cot"] == cot) for v in variants]
+        got = {r["variant"]: r["agree"] for r in rows if r["cot"] == cot}
+        if not got:  # a partial run (Ctrl-C) before any run of this setting
+            continue
+        values = [got[v] for v in variants]
         xs = [i + (k - 0.5) * 0.38 for i in range(len(variants))]
         bars = ax.bar(
             xs,

@@ -158,7 +158,14 @@ class Replayer:
         # (conversation, turn) -> the request and its token ids, kept for inspection after the run
         self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
         requests = self.requests
-        self._state = (requests, forced, warm, cold, replies, encode)  # what `_record` needs, also after Ctrl-C
+        self._state = (
+            requests,
+            forced,
+            warm,
+            cold,
+            replies,
+            encode,
+        )  # what `_record` needs, also after Ctrl-C
         # conversation -> (turn, why) when its request was refused
         self.refused: dict[str, tuple[int, str]] = {}
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)

@@ -44,7 +44,7 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
     source, tokenizer = open_tokenizer(args)
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)
-    num_blocks = KVCache.blocks_for_budget(
+    num_blocks = KVCache.blocks_in_budget(  # sized, never allocated: no free-memory check
         source.config, args.block_size, dtype, device, tokens=args.cache_tokens, gb=args.cache_gb
     )
     blocks = BlockManager(num_blocks, args.block_size, f"{source.digest}:{dtype_name(dtype)}".encode())

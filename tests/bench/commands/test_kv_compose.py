@@ -48,3 +48,29 @@ def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> Non
         if splice["blocks"] > 1:  # a second block never sits where it was computed: relocated, and repaired
             assert splice["approximate_tokens"] > repaired["approximate_tokens"] > 0
             assert splice["computed_tokens"] < repaired["computed_tokens"]
+
+
+def test_kv_compose_ctrl_c_keeps_the_finished_prompts_marked_partial(
+    tiny_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    import engine.bench.commands.kv_compose as command
+
+    real, calls = command.run_plan, []
+
+    def run_plan(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4 + 2:  # four arms per prompt: the second prompt is cut short
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(command, "run_plan", run_plan)
+    out = tmp_path / "run"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    argv = ["kv-compose", "--model", model, "--prompts", "3", "--repeat", "1", "--answer-tokens", "1"]
+    assert main([*argv, "--out", str(out)]) == 130
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == f"interrupted: kept 1 finished prompts in {out} (partial)"
+    )
+    data = json.loads((out / "kv_compose.json").read_text())
+    assert data["environment"]["partial"] is True and {r["prompt"] for r in data["prompts"]} == {0}
+    assert "**Partial run**" in (out / "report.md").read_text() and (out / "ttft_vs_length.png").is_file()

@@ -61,3 +61,36 @@ def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> 
     assert layout["stable-first"]["cached_tokens"] > layout["timestamp-first"]["cached_tokens"]
     assert layout["timestamp-first+edit"]["approximate_tokens"] > 0
     assert layout["timestamp-first+edit"]["computed_tokens"] < layout["timestamp-first"]["computed_tokens"]
+
+
+def test_kv_edit_ctrl_c_keeps_the_finished_runs_marked_partial(
+    tiny_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    import engine.bench.commands.kv_edit as command
+
+    real, calls = command.run_plan, []
+
+    def run_plan(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3 * len(command.VARIANTS) + 1:  # the 4th (pair, step-by-step) run is cut short
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(command, "run_plan", run_plan)
+    out = tmp_path / "run"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    argv = ["kv-edit", "--model", model, "--pairs", "2", "--policies", "1", "--answer-tokens", "1"]
+    assert main([*argv, "--cot-tokens", "1", "--out", str(out)]) == 130
+    assert (
+        capsys.readouterr().err.splitlines()[-1]
+        == f"interrupted: kept 3 finished pair runs in {out} (partial)"
+    )
+    data = json.loads((out / "kv_edit.json").read_text())
+    assert data["environment"]["partial"] is True and data["layout"] == []
+    assert [(r["pair"], r["cot"]) for r in data["pairs"][:: len(command.VARIANTS)]] == [
+        (0, False),
+        (0, True),
+        (1, False),
+    ]
+    assert {(a["cot"], a["pairs"]) for a in data["agreement"]} == {(False, 2), (True, 1)}
+    assert "**Partial run**" in (out / "report.md").read_text()

@@ -10,9 +10,10 @@ import sys
 import pytest
 
 import engine
+from engine import kv_cache
 from engine.bench.__main__ import main
 from engine.bench.machinery.replayer import Conversation, Replayer, Request
-from engine.errors import TraceError
+from engine.errors import CacheCapacityError, TraceError
 from engine.traces.analysis import replies
 from engine.traces.load import load_trace
 from engine.traces.shipped import EXAMPLES
@@ -108,6 +109,21 @@ def test_analyze_every_shipped_example(tiny_dir, tmp_path, capsys, fmt: str) -> 
     for name in ("analysis.json", "requests.csv", "report.md", "cached_share_by_rule.png", "token_strip.png"):
         assert (out / name).stat().st_size > 0
     assert "## What changed where reuse was lost" in (out / "report.md").read_text()
+
+
+def test_analyze_sizes_a_cache_larger_than_this_machine_without_allocating_it(
+    tiny_dir, tmp_path, monkeypatch
+) -> None:
+    """--analyze allocates no K/V: a cache larger than the memory left is a valid what-if there, while a
+    real replay refuses it before loading."""
+    monkeypatch.setattr(kv_cache, "free_memory", lambda device: (2**20, "test memory"))
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    argv = ["replay", "example:anthropic", "--model", model, "--cache-tokens", "100000"]
+    assert main([*argv, "--analyze", "--out", str(tmp_path / "run")]) == 0
+    data = json.loads((tmp_path / "run" / "analysis.json").read_text())
+    assert data["environment"]["cache_tokens"] == 100000
+    with pytest.raises(CacheCapacityError, match="of test memory is left"):
+        main([*argv, "--out", str(tmp_path / "full")])
 
 
 def test_analyze_several_sessions_under_pressure(tiny_dir, tmp_path) -> None:
