@@ -21,6 +21,7 @@ from tqdm import tqdm
 from engine.arguments import float_flag, int_flag
 from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
 from engine.bench.machinery.approx_runs import (
+    SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
     flat,
@@ -94,9 +95,9 @@ def main(args: argparse.Namespace) -> int:
         f"# kv-compose: {title}",
         "",
         *provenance(env),
-        f"- {len(rows) // len(variants)} of {args.prompts} prompts of "
-        f"1-4 skill blocks ({args.repeat} x 4 rules each); shared CPU: ttft_ratio is the median per-prompt "
-        "ratio to the recompute measured beside it (arms interleaved, order rotated)",
+        f"- {len(rows) // len(variants)} of {args.prompts} prompts of 1-4 skill blocks "
+        f"({args.repeat} x 4 rules each)",
+        f"- {SPREAD_NOTE}",
         "",
         *([PARTIAL_NOTE, ""] if env["partial"] else []),
         text,

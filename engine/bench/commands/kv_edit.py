@@ -22,6 +22,7 @@ from tqdm import tqdm
 from engine.arguments import int_flag
 from engine.bench.machinery.approx_plots import plot_agreement, plot_layer_cosine
 from engine.bench.machinery.approx_runs import (
+    SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
     flat,
@@ -187,8 +188,9 @@ def main(args: argparse.Namespace) -> int:
         "",
         *provenance(env),
         f"- {args.pairs} field pairs, each answered directly and step by step "
-        f"({len(rows) // len(VARIANTS)} runs finished), window W={args.window}, {args.policies} policy lines downstream; shared CPU: TTFT ratios are "
-        "per-pair ratios to the exact run measured beside it (variants interleaved, order rotated)",
+        f"({len(rows) // len(VARIANTS)} runs finished), window W={args.window}, "
+        f"{args.policies} policy lines downstream",
+        f"- {SPREAD_NOTE}",
         "",
         *([PARTIAL_NOTE, ""] if env["partial"] else []),
         "## Decision agreement",
