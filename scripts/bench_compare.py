@@ -60,6 +60,8 @@ def label(info: dict[str, Any]) -> str:
         return f"block size {info['block_size']}"
     if case == "replay":
         return f"replay {info['turns']} turns"
+    if case == "splice":  # two arms of one case, both ours
+        return f"{info['arm']} {info['tokens']}"
     return f"{case} {info['tokens']}"
 
 
@@ -120,6 +122,9 @@ def metrics(run: Run) -> dict[str, float]:
             out[f"layout ratio {case}"] = info["ttft_ratio"]
         if info["case"] == "prefill_alternating":
             out[f"ours/transformers alternating prefill {info['tokens']}"] = info["ratio"]
+        recompute = run.medians.get((f"recompute {info.get('tokens')}", "ours"))
+        if info["case"] == "splice" and info["arm"] == "splice" and recompute:
+            out[f"splice/recompute {info['tokens']}"] = ttft / recompute
         if impl != "ours" or info["case"] != "cached":
             continue
         total = info["cached"] + info["new"]

@@ -109,6 +109,41 @@ def decode_window(run: Run, ratios: dict[str, float]) -> list[str]:
     return table(header, rows) if rows else []
 
 
+def alternating(run: Run) -> list[str]:
+    """Cold prefill, ours and theirs alternating call by call: the median per-pair ratio with its range."""
+    rows = [
+        [
+            str(info["tokens"]),
+            f"{info['ratio']:.3f} [{info['ratio_min']:.3f}–{info['ratio_max']:.3f}]",
+            str(info["pairs"]),
+            seconds(run.medians[key]),
+        ]
+        for key, info in sorted(run.info.items(), key=lambda kv: kv[1].get("tokens", 0))
+        if info["case"] == "prefill_alternating"
+    ]
+    header = ["tokens", "ours / transformers [min–max of pairs]", "pairs", "one pair (both sides)"]
+    return table(header, rows) if rows else []
+
+
+def splices(run: Run, ratios: dict[str, float]) -> list[str]:
+    """A prompt composed of a relocated precomputed block and fresh tokens, against its full recompute."""
+    rows = []
+    for key, info in sorted(run.info.items(), key=lambda kv: kv[1].get("tokens", 0)):
+        if info["case"] == "splice" and info["arm"] == "splice":
+            n = info["tokens"]
+            rows.append(
+                [
+                    str(n),
+                    str(info["computed"]),
+                    seconds(run.medians[key]),
+                    seconds(run.medians.get((f"recompute {n}", "ours"))),
+                    f"{ratios[f'splice/recompute {n}']:.3f}" if f"splice/recompute {n}" in ratios else "–",
+                ]
+            )
+    header = ["tokens", "computed by the splice", "splice TTFT", "recompute TTFT", "splice / recompute"]
+    return table(header, rows) if rows else []
+
+
 def block_sizes(run: Run) -> list[str]:
     entries = sorted((i["block_size"], k) for k, i in run.info.items() if i["case"] == "block_size")
     if not entries:
@@ -190,6 +225,14 @@ def summary(run: Run) -> str:
         "## Cached prefix: S cached + V new tokens against a full prefill of S+V",
         "",
         *cached(run, ratios),
+        "",
+        "## Cold prefill, ours and transformers alternating call by call",
+        "",
+        *alternating(run),
+        "",
+        "## Splice (a relocated precomputed block) against recomputing the prompt",
+        "",
+        *splices(run, ratios),
         "",
         "## Block size and reuse",
         "",

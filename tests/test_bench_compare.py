@@ -25,7 +25,8 @@ def record(median: float, **info: Any) -> dict[str, Any]:
 
 
 def run_file(tmp_path: Path, name: str, *, ours_prefill: float = 1.0, **identity: str) -> Path:
-    """A run: prefill of 544 tokens (ours vs transformers), cached 512+32 with its ideal, and a lookup."""
+    """A run: prefill of 544 tokens (ours vs transformers), cached 512+32 with its ideal, a lookup, an
+    alternating prefill and both arms of a splice."""
     records = [
         record(ours_prefill, case="prefill", impl="ours", tokens=544),
         record(2.0, case="prefill", impl="transformers", tokens=544),
@@ -33,6 +34,8 @@ def run_file(tmp_path: Path, name: str, *, ours_prefill: float = 1.0, **identity
         record(0.2, case="cached", impl="transformers", cached=512, new=32, ideal_ratio=0.05),
         record(0.001, case="lookup", impl="ours", tokens=544),
         record(3.0, case="prefill_alternating", impl="ours/transformers", tokens=544, ratio=0.9),
+        record(0.2, case="splice", impl="ours", arm="splice", tokens=1024),
+        record(4.0, case="splice", impl="ours", arm="recompute", tokens=1024),
     ]
     for r in records:
         r["extra_info"] |= identity
@@ -51,6 +54,7 @@ def test_metrics_are_ratios_within_the_run(tmp_path: Path) -> None:
             "achieved/ideal cached 512+32": 0.1 / 1.0 / 0.05,
             "lookup share 512+32": 0.001 / 0.1,
             "ours/transformers alternating prefill 544": 0.9,
+            "splice/recompute 1024": 0.2 / 4.0,  # the two arms are two cases, not one overwritten
         }
     )
 

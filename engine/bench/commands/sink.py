@@ -10,7 +10,6 @@ first L rows of a prompt are exactly the rows of its L-token prefix: one forward
 from __future__ import annotations
 
 import argparse
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import torch
 from tqdm import tqdm
 
 from engine.arguments import float_flag, int_flag
-from engine.attention import attention_rows, token_labels
+from engine.attention import token_labels
 from engine.bench.machinery.args import add_run_args, open_engine
 from engine.bench.machinery.report import PARTIAL_NOTE, markdown_text, table
 from engine.bench.machinery.results import environment, provenance, write_csv, write_json
@@ -26,72 +25,10 @@ from engine.bench.machinery.run_folder import interrupted, run_dir
 from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
 from engine.engine import Engine
 from engine.errors import PromptError
+from engine.sinks import lengths, sink_rows, summary, transformers_rows
 from engine.viz.charts import layer_head_matrices, line_chart
 
-NEAR_ZERO = 0.05  # a layer whose mean token-0 share is below this is reported as "near zero"
 CHECK_MAX_TOKENS = 1024  # --check-transformers: eager output_attentions holds every layer's full matrix
-
-
-def sink_rows(engine: Engine, ids: list[int], min_row: int, k: int) -> tuple[torch.Tensor, ...]:
-    """Per-row shares on token 0 and on tokens 0..k-1, float32 [layers, heads, rows min_row..len-1] each, and
-    every key's sink score [layers, len]: its share averaged over heads and over the rows ≥ min_row that see
-    it;
-    keys seen by fewer than half of those rows score 0 (a late key's few rows include its own, trivially)."""
-    if len(ids) <= min_row:
-        raise PromptError(f"a prompt of {len(ids)} tokens has no rows at or past --min-row {min_row}")
-    cfg = engine.config
-    first = torch.empty(cfg.num_layers, cfg.num_heads, len(ids) - min_row)
-    first_k = torch.empty_like(first)
-    keys = torch.zeros(cfg.num_layers, len(ids))
-
-    def keep(layer: int, start: int, p: torch.Tensor) -> None:
-        first[layer, :, start : start + p.shape[1]] = p[..., 0]
-        first_k[layer, :, start : start + p.shape[1]] = p[..., :k].sum(-1)
-        keys[layer] += p.mean(0).sum(0)
-
-    tokens = torch.tensor(ids, device=engine.device)
-    attention_rows(
-        engine.model, tokens, range(cfg.num_layers), range(cfg.num_heads), range(min_row, len(ids)), keep
-    )
-    seen_by = len(ids) - torch.arange(len(ids)).clamp(min=min_row)  # rows >= min_row at or after each key
-    return first, first_k, torch.where(2 * seen_by >= first.shape[-1], keys / seen_by, 0.0)
-
-
-def transformers_rows(model: Any, ids: list[int], min_row: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same shares from `transformers`' eager `output_attentions` (the reference implementation)."""
-    with torch.no_grad():
-        att = torch.stack(model(torch.tensor([ids]), output_attentions=True).attentions)[:, 0, :, min_row:]
-    return att[..., 0], att[..., :k].sum(-1)
-
-
-def summary(share: torch.Tensor, eps: float) -> dict[str, Any]:
-    """Statistics over layers of the per-layer mean (over heads) of a [layers, heads] share matrix."""
-    per_layer = share.mean(1).tolist()
-    top = max(range(len(per_layer)), key=per_layer.__getitem__)
-    return {
-        "mean": statistics.mean(per_layer),
-        "median": statistics.median(per_layer),
-        "max": per_layer[top],
-        "max_layer": top,
-        "near_zero_layers": [i for i, v in enumerate(per_layer) if v < NEAR_ZERO],
-        "heads_above_eps": (share > eps).float().mean().item(),
-        "heads_above_0.5": (share > 0.5).float().mean().item(),
-        "per_layer": per_layer,
-        "layer_head": share.tolist(),
-    }
-
-
-def lengths(first: torch.Tensor, min_row: int, n: int, eps: float) -> list[dict[str, float]]:
-    """Token-0 statistics of every power-of-two prefix length (and the full prompt)."""
-    sizes = [2**i for i in range(5, n.bit_length()) if 2**i > min_row] + [n]
-    return [
-        {
-            "length": size,
-            "mean": first[..., : size - min_row].mean().item(),
-            "heads_above_eps": (first[..., : size - min_row].mean(-1) > eps).float().mean().item(),
-        }
-        for size in sizes
-    ]
 
 
 def measure(
