@@ -19,7 +19,7 @@ from transformers.initialization import no_init_weights
 
 import engine
 from engine.devices import dtype_name, now, synchronize
-from engine.engine import Engine
+from engine.runtime.engine import Engine
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import statistics
 import time
 
 from benchmarks.harness import Shapes
-from engine.block_manager import BlockManager
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.kv.block_manager import BlockManager
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 from engine.traces.analysis import Analyzer
 from engine.traces.providers.anthropic import AnthropicRule
 from engine.traces.providers.deepseek import DeepSeekRule

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from benchmarks.harness import Pair, Shapes, measure
-from engine.engine import Engine
+from engine.runtime.engine import Engine
 
 
 def test_block_size_reuse(benchmark, pair: Pair, shapes: Shapes, block_size: int) -> None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from benchmarks.harness import Pair, Shapes, measure, rewind
-from engine.flops import forward_flops
-from engine.kv_cache import SequenceKV
-from engine.sequence import Sequence
+from engine.inspect.flops import forward_flops
+from engine.kv.sequence import SequenceState
+from engine.kv.window import KVWindow
+from engine.runtime.runner import PagedTarget
 
 
 def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: int) -> None:
@@ -39,17 +40,18 @@ def _info(benchmark, pair: Pair, context: int, impl: str) -> dict:
 
 
 def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, windowed: bool) -> None:
-    """Our engine's own decode step (`Engine._forward` of one position, reading its context from the
+    """Our engine's own decode step (`ModelRunner.forward` of one position, reading its context from the
     decoding window as `generate` does, or gathering it) on a sequence whose first `context` tokens are
     served from the prefix cache; every round rewrites the same position."""
-    seq = Sequence(pair.base[: context + 1])
+    seq = SequenceState(pair.base[: context + 1])
     pair.ours.blocks.admit(seq, context + 1)
     assert seq.num_cached == context
     try:
         window = (
-            SequenceKV.from_blocks(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
+            KVWindow.from_blocks(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
         )
-        step = lambda: int(pair.ours._forward(seq, context, context + 1, window).argmax())  # noqa: E731
+        target = PagedTarget(pair.ours.blocks, pair.ours.kv, seq, window)
+        step = lambda: int(pair.ours.runner.forward(seq.token_ids, context, context + 1, target).argmax())  # noqa: E731
         measure(benchmark, pair, step, shapes.budget_s, **_info(benchmark, pair, context, impl))
     finally:
         pair.ours.blocks.release(seq)

@@ -8,7 +8,7 @@ import statistics
 
 from benchmarks.harness import Pair, Shapes, measure
 from engine.devices import now, synchronize
-from engine.flops import forward_flops
+from engine.inspect.flops import forward_flops
 
 ALTERNATING_ROUNDS = 7  # at least this many pairs: the ratio's spread is reported
 

@@ -7,7 +7,7 @@ import itertools
 import statistics
 
 from benchmarks.harness import Pair, Shapes, measure, rewind
-from engine.flops import forward_flops, ideal_cached_ratio
+from engine.inspect.flops import forward_flops, ideal_cached_ratio
 
 
 def test_cached_prefill(

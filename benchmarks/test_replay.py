@@ -11,10 +11,10 @@ import functools
 import statistics
 
 from benchmarks.harness import Pair, Shapes, measure
-from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord
+from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import build_scenario
-from engine.engine import Engine
+from engine.runtime.engine import Engine
 
 LAYOUT_PAIR = ("stable-first", "timestamp-first")
 TURNS = 2

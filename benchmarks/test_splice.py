@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.harness import Pair, Shapes, measure
-from engine.flops import forward_flops
-from engine.kv_edit import Compute, assemble, snapshot
-from engine.kv_plans import plan_splice
+from engine.approx.assembly import Compute, assemble
+from engine.approx.plans import plan_splice
+from engine.approx.snapshot import snapshot
+from engine.inspect.flops import forward_flops
 
 FRESH = 16  # fresh tokens before and after the block
 

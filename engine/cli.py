@@ -26,6 +26,11 @@ def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = 
     )
 
 
+def docs_link(page: str) -> str:
+    """The last line of a command's --help: where its documentation page is."""
+    return f"Documentation: docs/{page} in the kvtestbed repository."
+
+
 def engine_options(args: argparse.Namespace) -> dict:
     return {"block_size": args.block_size, "cache_tokens": args.cache_tokens, "cache_gb": args.cache_gb}
 

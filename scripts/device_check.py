@@ -30,10 +30,12 @@ sys.path.insert(0, str(REPO))  # this checkout's engine, whatever else is instal
 from device_check_summary import summarize  # noqa: E402
 
 TESTS = [  # the tests that take --device / --dtype
-    *(
-        f"tests/test_{name}.py"
-        for name in ("model", "gguf", "prefix_cache", "kv_cache", "attention", "devices")
-    ),
+    "tests/model/test_decoder.py",
+    "tests/loading/test_gguf.py",
+    "tests/runtime/test_prefix_cache.py",
+    "tests/kv/test_pool_and_window.py",
+    "tests/inspect/test_attention.py",
+    "tests/test_devices.py",
     "tests/bench/workloads/test_layouts.py",
     "tests/bench/commands/test_layout.py",
 ]
@@ -197,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     except DeviceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from engine.bench.machinery.results import git_commit  # before anything is written: the tree as it was
+    from engine.bench.reporting.results import git_commit  # before anything is written: the tree as it was
 
     commit = git_commit()
     out.mkdir(parents=True, exist_ok=True)

@@ -29,11 +29,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import Pair, Shapes  # noqa: E402
-from engine.bench.machinery.results import git_commit  # noqa: E402
+from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.devices import now  # noqa: E402
-from engine.flops import ideal_cached_ratio  # noqa: E402
-from engine.kv_cache import SequenceKV  # noqa: E402
-from engine.sequence import Sequence  # noqa: E402
+from engine.inspect.flops import ideal_cached_ratio  # noqa: E402
+from engine.kv.sequence import SequenceState  # noqa: E402
+from engine.kv.window import KVWindow  # noqa: E402
+from engine.runtime.runner import PagedTarget  # noqa: E402
 
 
 def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[str, float]:
@@ -89,14 +90,16 @@ def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
 
 
 def decode(pair: Pair, context: int, rounds: int) -> str:
-    seq = Sequence(pair.base[: context + 1])
+    seq = SequenceState(pair.base[: context + 1])
     pair.ours.blocks.admit(seq, context + 1)  # the first `context` tokens come from the cache
     try:
-        window = SequenceKV.from_blocks(pair.ours.kv, seq.block_table, context, context + 1)
+        ours = pair.ours
+        window = KVWindow.from_blocks(ours.kv, seq.block_table, context, context + 1)
+        windowed, gathering = (PagedTarget(ours.blocks, ours.kv, seq, w) for w in (window, None))
         line, _ = alternate(
             pair,
-            lambda: pair.ours._forward(seq, context, context + 1, window),
-            lambda: pair.ours._forward(seq, context, context + 1, None),
+            lambda: ours.runner.forward(seq.token_ids, context, context + 1, windowed),
+            lambda: ours.runner.forward(seq.token_ids, context, context + 1, gathering),
             rounds,
         )
     finally:

@@ -27,7 +27,7 @@ from engine.errors import DeviceError
 from tests.precision import Precision
 
 if TYPE_CHECKING:
-    from engine.engine import Engine
+    from engine.runtime.engine import Engine
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(min(2, os.cpu_count() or 1))
@@ -126,7 +126,7 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
             model = build_hf_model(kind, vocab_size=151936 if tokenizer else 512)
             model.save_pretrained(str(folder), safe_serialization=True)
             if tokenizer:
-                from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+                from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 
                 load_tokenizer(qwen_tokenizer_dir()).save_pretrained(str(folder))
             made[key] = folder

@@ -52,7 +52,7 @@ HEATMAP = [
 
 def cases() -> list:
     from engine.bench.__main__ import main as bench
-    from engine.generate_cli import main as generate
+    from engine.generate import main as generate
     from engine.viz.__main__ import main as viz
 
     model = ["--model", "smollm2-135m", "--prompt", "hi"]

@@ -16,7 +16,7 @@ from engine.errors import (
     UnsupportedModelError,
     WeightsError,
 )
-from engine.sources import _alias_path
+from engine.loading.sources import _alias_path
 from tests.conftest import edit_config
 
 

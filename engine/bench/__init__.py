@@ -1,3 +1,3 @@
 """Experiments run through the engine: `commands/` (one module per `python -m engine.bench <command>`),
-`workloads/` (what is replayed and how it is laid out) and `machinery/` (replaying, statistics, results,
-plots)."""
+`workloads/` (what is replayed and how it is laid out), `harness/` (how runs drive the engine), `reporting/`
+(statistics, results folders, reports and plots) and `args` (the bench flags and the default-model rule)."""

@@ -15,15 +15,15 @@ from typing import Any
 
 from tqdm import tqdm
 
-from engine.regions import common_prefix, marked_text
-from engine.traces.messages import Message
+from engine.prompts.messages import Message
+from engine.prompts.regions import common_prefix, marked_text
 from engine.traces.providers.anthropic import LOOKBACK_BLOCKS
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import request_times
-from engine.traces.tokens import Encoded
+from engine.traces.tokens import TokenizedText
 
 
 @dataclass
@@ -88,7 +88,9 @@ class Analyzer:
         before: dict[str, list[int]] = {}  # session -> previous prompt + its reply, as cached
         turns: dict[str, int] = {}
         out: list[AnalyzedRequest] = []
-        last: dict[str, tuple[int, TraceRequest, Encoded, list[int]]] = {}  # session -> its latest request
+        last: dict[
+            str, tuple[int, TraceRequest, TokenizedText, list[int]]
+        ] = {}  # session -> its latest request
         steps = list(zip(requests, following, request_times(requests), strict=True))
         for req, reply, when in tqdm(steps, desc="analyze", unit="req", leave=False):
             turn = turns[req.session] = turns.get(req.session, 0) + 1

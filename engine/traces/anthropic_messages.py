@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.traces.messages import Message, tool_call
+from engine.prompts.messages import Message, tool_call
 from engine.traces.openai_chat import PART_JOIN, parts_text
 from engine.traces.request import (
     TOOLS,

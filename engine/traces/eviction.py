@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import heapq
 
-from engine.block_manager import BlockManager
-from engine.sequence import Sequence
+from engine.kv.block_manager import BlockManager
+from engine.kv.sequence import SequenceState
 
 
 class FewestReusesBlockManager(BlockManager):
@@ -25,13 +25,13 @@ class FewestReusesBlockManager(BlockManager):
         super()._ref(block_id)
         self.reuses[block_id] += 1
 
-    def publish(self, seq: Sequence) -> None:
+    def publish(self, seq: SequenceState) -> None:
         first = len(seq.block_hashes)
         super().publish(seq)
         for i in range(first, len(seq.block_hashes)):
             self.depth[seq.block_table[i]] = i
 
-    def release(self, seq: Sequence) -> None:
+    def release(self, seq: SequenceState) -> None:
         held = list(seq.block_table)
         super().release(seq)
         for b in held:

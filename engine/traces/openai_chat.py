@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.traces.messages import Message, tool_call
+from engine.prompts.messages import Message, tool_call
 from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
 CHAT_ROLES = {

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from tqdm import tqdm
 
-from engine.block_manager import BlockManager
+from engine.kv.block_manager import BlockManager
 from engine.traces.eviction import FewestReusesBlockManager
 from engine.traces.providers.base import RulePrompt
 from engine.traces.providers.local import LocalRule

@@ -10,10 +10,10 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.chat import Message, render_text
-from engine.regions import Region, char_spans, common_prefix, message_end, token_regions
+from engine.prompts.chat import Message, render_text
+from engine.prompts.regions import Region, char_spans, common_prefix, message_end, token_regions
 from engine.traces.request import TraceRequest
-from engine.traces.tokens import Encoded, IncrementalEncoder
+from engine.traces.tokens import IncrementalEncoder, TokenizedText
 
 
 def reply_tail(prompt: Sequence[int], full: Sequence[int], eos_ids: Sequence[int]) -> list[int] | None:
@@ -34,10 +34,10 @@ class TraceRenderer:
         # session -> (messages, prompt text, tools, message ends) of its latest request
         self.ends: dict[str, tuple[list[Message], str, Any, list[int]]] = {}
 
-    def prompt(self, req: TraceRequest) -> Encoded:
+    def prompt(self, req: TraceRequest) -> TokenizedText:
         return self.encoder.encode(render_text(self.tokenizer, req.messages, req.tools), req.session)
 
-    def reply(self, req: TraceRequest, prompt: Encoded, reply: Message) -> list[int]:
+    def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message) -> list[int]:
         """The reply's tokens as a model would emit them (as the replay teacher-forces them)."""
         text = render_text(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
         tail = reply_tail(prompt.ids, self.encoder.encode(text, req.session).ids, self.eos_ids)
@@ -46,7 +46,7 @@ class TraceRenderer:
         content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids
         return content + list(self.eos_ids[:1])
 
-    def message_ends(self, req: TraceRequest, prompt: Encoded) -> list[int]:
+    def message_ends(self, req: TraceRequest, prompt: TokenizedText) -> list[int]:
         """Character where each message's rendering ends in the prompt (`regions.message_end`). Kept per
         session: a message whose predecessors and itself are unchanged, and whose end lies strictly inside
         the text shared with the session's previous prompt, ends where it ended there."""
@@ -63,19 +63,19 @@ class TraceRenderer:
         self.ends[req.session] = (req.messages, prompt.text, req.tools, ends)
         return ends
 
-    def region_at(self, req: TraceRequest, prompt: Encoded, ends: list[int], index: int) -> str:
+    def region_at(self, req: TraceRequest, prompt: TokenizedText, ends: list[int], index: int) -> str:
         """The label of the region (as `regions.render_prompt` names it) that token `index` lies in."""
         spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
         char = prompt.offsets[min(index, len(prompt.offsets) - 1)][0]
         return spans[bisect.bisect_right([s for s, _, _ in spans], char) - 1][1]
 
-    def regions(self, req: TraceRequest, prompt: Encoded, ends: list[int]) -> list[Region]:
+    def regions(self, req: TraceRequest, prompt: TokenizedText, ends: list[int]) -> list[Region]:
         """The prompt's regions, as `regions.render_prompt` labels them (from the message ends known here)."""
         spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
         return token_regions(spans, prompt.offsets)
 
     def anthropic_positions(
-        self, req: TraceRequest, prompt: Encoded, ends: list[int], lookback: int
+        self, req: TraceRequest, prompt: TokenizedText, ends: list[int], lookback: int
     ) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
         """(token position, ttl) of every breakpoint (automatic caching's at the last message included), and
         the token positions of the message boundaries within `lookback` messages before each of them. A

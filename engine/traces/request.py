@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.messages import Message
+from engine.prompts.messages import Message
 
 TOOLS = -1  # a breakpoint's `message` when it closes the tool definitions
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.traces.messages import Message, tool_call
+from engine.prompts.messages import Message, tool_call
 from engine.traces.request import TraceRequest
 
 SAMPLE_LINES = 64

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.regions import common_prefix
+from engine.prompts.regions import common_prefix
 
 
 @dataclass
-class Encoded:
+class TokenizedText:
     text: str
     ids: list[int]
     offsets: list[tuple[int, int]]  # (char start, char end) of every token in `text`
@@ -31,7 +31,7 @@ class IncrementalEncoder:
         self.tokenizer = tokenizer
         added = tokenizer.added_tokens_decoder.items()
         self.cut_ids = {i for i, t in added if not (t.lstrip or t.rstrip or t.single_word or t.normalized)}
-        self.last: dict[str, Encoded] = {}
+        self.last: dict[str, TokenizedText] = {}
         self.incremental = bool(self.cut_ids) and self._split_is_exact()
         self.reused_tokens = 0  # ids taken from an earlier text instead of tokenized again (for reports)
 
@@ -48,19 +48,19 @@ class IncrementalEncoder:
     def _cuts(self, ids: list[int], offsets: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
         return [(offsets[k][1], k + 1) for k in range(start, len(ids)) if ids[k] in self.cut_ids]
 
-    def encode(self, text: str, key: str = "") -> Encoded:
+    def encode(self, text: str, key: str = "") -> TokenizedText:
         """The ids of `text` (exactly as one tokenizer call gives them) and their character offsets."""
         prev = self.last.get(key) if self.incremental else None
         shared = common_prefix(prev.text, text) if prev is not None else 0
         at = bisect.bisect_right(prev.cuts, (shared, len(prev.ids) + 1)) if prev is not None else 0
         if prev is None or at == 0:
             ids, offsets = self._tokenize(text)
-            out = Encoded(text, ids, offsets, self._cuts(ids, offsets, 0) if self.incremental else [])
+            out = TokenizedText(text, ids, offsets, self._cuts(ids, offsets, 0) if self.incremental else [])
         else:
             char, count = prev.cuts[at - 1]
             tail_ids, tail_offsets = self._tokenize(text[char:], base=char)
             ids, offsets = prev.ids[:count] + tail_ids, prev.offsets[:count] + tail_offsets
-            out = Encoded(text, ids, offsets, prev.cuts[:at] + self._cuts(ids, offsets, count))
+            out = TokenizedText(text, ids, offsets, prev.cuts[:at] + self._cuts(ids, offsets, count))
             self.reused_tokens += count
         self.last[key] = out
         return out

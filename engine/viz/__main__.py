@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 from engine.arguments import int_flag
-from engine.bench.machinery.run_folder import add_out_args, check_out_file, new_run_dir
-from engine.cli import add_model_args, engine_options, run
+from engine.bench.reporting.run_folder import add_out_args, check_out_file, new_run_dir
+from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import PromptError
-from engine.loader import load
-from engine.regions import RenderedPrompt, render_prompt
-from engine.traces.messages import split_request
+from engine.prompts.messages import split_request
+from engine.prompts.regions import RenderedPrompt, render_prompt
+from engine.runtime.loader import load
 from engine.viz.heatmap import TRANSFORMS, draw
 
 DEFAULT_NAME = "attention.png"  # the file written in the run folder, or in an --out folder
@@ -97,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m engine.viz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("heatmap", help="attention heatmap(s) of one prompt, written to a PNG")
+    p = commands.add_parser(
+        "heatmap",
+        help="attention heatmap(s) of one prompt, written to a PNG",
+        epilog=docs_link("attention-and-sinks.md"),
+    )
     add_model_args(p)
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="a user message (rendered with the chat template unless --raw)")

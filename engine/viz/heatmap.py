@@ -20,8 +20,8 @@ import torch
 from matplotlib import font_manager
 from matplotlib.ft2font import FT2Font
 
-from engine.attention import AttentionMaps
-from engine.regions import Region
+from engine.inspect.attention import AttentionMaps
+from engine.prompts.regions import Region
 
 
 def _without_sink(p: torch.Tensor) -> torch.Tensor:

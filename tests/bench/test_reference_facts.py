@@ -12,14 +12,14 @@ import pytest
 import engine
 from engine.bench.commands import compaction, layout
 from engine.bench.commands.statusbar import replay_status
-from engine.bench.machinery.replayer import Replayer
+from engine.bench.harness.replayer import Replayer
 from engine.bench.workloads.agent_status import STATUS_LAYOUTS, build_trajectory
 from engine.bench.workloads.compaction_policies import POLICIES, extractive_summary
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.longchat import build_long_chat
 from engine.bench.workloads.scenario import build_scenario
-from engine.sources import resolve
-from engine.tokenizer import load_tokenizer
+from engine.loading.sources import resolve
+from engine.loading.tokenizer import load_tokenizer
 from tests.conftest import build_hf_model
 
 # layout -> (prompt, cached, computed) tokens per turn; small scale, 3 turns, seed 0, scripted replies

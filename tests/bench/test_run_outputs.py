@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from engine.bench.__main__ import main
-from engine.engine import Engine
 from engine.errors import OutputError
+from engine.runtime.engine import Engine
 from tests.traces.billing_trace import trace_turns
 
 COMMANDS = ["layout", "replay", "statusbar", "compaction", "sink", "status-attention"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import engine
-from engine.bench.machinery.replayer import Conversation, Replayer, Request
-from engine.block_manager import BlockManager
+from engine.bench.harness.replayer import Conversation, Replayer, Request
+from engine.kv.block_manager import BlockManager
 from engine.traces.analysis import AnalyzedRequest, Analyzer, replies
 from engine.traces.load import load_trace
 from engine.traces.providers.local import LocalRule

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.block_manager import BlockManager
+from engine.kv.block_manager import BlockManager
 from engine.traces.eviction import FewestReusesBlockManager
 from engine.traces.pressure import capacities, sweep
 from engine.traces.providers.base import RulePrompt

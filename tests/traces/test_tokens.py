@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.chat import render_text
-from engine.regions import common_prefix
-from engine.sources import resolve
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.loading.sources import resolve
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.prompts.chat import render_text
+from engine.prompts.regions import common_prefix
 from engine.traces.load import load_trace
 from engine.traces.shipped import EXAMPLES
 from engine.traces.tokens import IncrementalEncoder

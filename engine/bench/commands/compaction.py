@@ -8,13 +8,13 @@ import itertools
 from typing import Any
 
 from engine.arguments import int_flag
-from engine.bench.machinery.args import add_bench_args, open_engine
-from engine.bench.machinery.plots import plot_compaction, plot_cumulative
-from engine.bench.machinery.replayer import Conversation, Replayer, Request, TurnRecord, finished_turns
-from engine.bench.machinery.report import summarize, table, write_results
-from engine.bench.machinery.results import environment
-from engine.bench.machinery.run_folder import interrupted, run_dir
-from engine.bench.machinery.stats import per_pass, spread
+from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.replayer import Conversation, Replayer, Request, TurnRecord, finished_turns
+from engine.bench.reporting.replay_plots import plot_compaction, plot_cumulative
+from engine.bench.reporting.replay_report import summarize_turns, table, write_results
+from engine.bench.reporting.results import environment
+from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.stats import per_pass, spread
 from engine.bench.workloads.compaction_policies import (
     POLICIES,
     Compactor,
@@ -23,9 +23,10 @@ from engine.bench.workloads.compaction_policies import (
     extractive_summary,
 )
 from engine.bench.workloads.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
-from engine.chat import Message
-from engine.engine import Engine
+from engine.cli import docs_link
 from engine.errors import CompactionError
+from engine.prompts.chat import Message
+from engine.runtime.engine import Engine
 
 PREFIXES = ("stable", "timestamp-first")
 POLICY_COLUMNS = [
@@ -46,6 +47,7 @@ def register(commands: Any) -> None:
         "compaction",
         help="compaction policies against a token budget, with stable or timestamp-first prefixes",
         description=__doc__,
+        epilog=docs_link("statusbar-and-compaction.md"),
     )
     add_bench_args(p, repeats=3)
     p.add_argument("--turns", type=int_flag(1), default=50, help="conversation length (default 50)")
@@ -219,7 +221,7 @@ def main(args: argparse.Namespace) -> int:
         f"Compaction over {args.turns} turns",
         environment(engine, "compaction", args, partial),
         records,
-        summarize(records, names[0]),
+        summarize_turns(records, names[0]),
         notes,
         [
             ("compaction.png", "utilization and cached share per turn"),

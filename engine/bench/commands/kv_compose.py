@@ -18,9 +18,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.approx.assembly import Compute
+from engine.approx.plans import Part, plan_prefix, plan_splice
+from engine.approx.snapshot import snapshot
 from engine.arguments import float_flag, int_flag
-from engine.bench.machinery.approx_plots import plot_layer_cosine, plot_ttft_vs_length
-from engine.bench.machinery.approx_runs import (
+from engine.bench.args import add_run_args, open_engine
+from engine.bench.harness.approx_runs import (
     SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
@@ -28,15 +31,14 @@ from engine.bench.machinery.approx_runs import (
     run_plan,
     score,
     shown,
-    summarize,
+    summarize_variants,
 )
-from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import PARTIAL_NOTE, table
-from engine.bench.machinery.results import environment, provenance, write_csv, write_json
-from engine.bench.machinery.run_folder import interrupted, run_dir
+from engine.bench.reporting.approx_plots import plot_layer_cosine, plot_ttft_vs_length
+from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
+from engine.bench.reporting.results import environment, provenance, write_csv, write_json
+from engine.bench.reporting.run_folder import interrupted, run_dir
 from engine.bench.workloads.skills import QUESTIONS, SKILLS, layouts, note, skill_text, template_parts
-from engine.kv_edit import Compute, snapshot
-from engine.kv_plans import Part, plan_prefix, plan_splice
+from engine.cli import docs_link
 
 
 def main(args: argparse.Namespace) -> int:
@@ -79,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
         env["partial"] = True
         if not rows:
             return interrupted(0, "prompts", None)
-    summary = summarize(rows, variants)
+    summary = summarize_variants(rows, variants)
 
     out = run_dir(args, "kv-compose", engine)
     write_json(out / "kv_compose.json", {"environment": env, "summary": summary, "prompts": rows})
@@ -115,6 +117,7 @@ def register(commands: Any) -> None:
         "kv-compose",
         help="splice relocated precomputed blocks vs full recompute",
         description=__doc__,
+        epilog=docs_link("editable-kv.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_args(p, "layouts seed (and synthetic weights seed)")

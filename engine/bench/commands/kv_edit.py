@@ -19,9 +19,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.approx.assembly import Compute
+from engine.approx.plans import plan_edit, plan_prefix
+from engine.approx.snapshot import snapshot
 from engine.arguments import int_flag
-from engine.bench.machinery.approx_plots import plot_agreement, plot_layer_cosine
-from engine.bench.machinery.approx_runs import (
+from engine.bench.args import add_run_args, open_engine
+from engine.bench.harness.approx_runs import (
     SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
@@ -29,18 +32,17 @@ from engine.bench.machinery.approx_runs import (
     run_plan,
     score,
     shown,
-    summarize,
+    summarize_variants,
 )
-from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import PARTIAL_NOTE, table
-from engine.bench.machinery.results import environment, provenance, write_csv, write_json
-from engine.bench.machinery.run_folder import interrupted, run_dir
+from engine.bench.reporting.approx_plots import plot_agreement, plot_layer_cosine
+from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
+from engine.bench.reporting.results import environment, provenance, write_csv, write_json
+from engine.bench.reporting.run_folder import interrupted, run_dir
 from engine.bench.workloads.field_edit import context, decision, messages, pairs
 from engine.bench.workloads.scenario import build_scenario
 from engine.bench.workloads.time_line import TIE_IN_LAYOUTS, consecutive
-from engine.engine import Engine
-from engine.kv_edit import Compute, snapshot
-from engine.kv_plans import plan_edit, plan_prefix
+from engine.cli import docs_link
+from engine.runtime.engine import Engine
 
 VARIANTS = ["exact", "exact-prefix", "stale", "edit", "edit+W", "erratum"]
 LAYOUT_VARIANTS = ["stable-first", "timestamp-first", "timestamp-first+edit"]
@@ -154,9 +156,9 @@ def main(args: argparse.Namespace) -> int:
     summary = [
         s | {"cot": cot}
         for cot in (False, True)
-        for s in summarize([r for r in rows if r["cot"] == cot], VARIANTS)
+        for s in summarize_variants([r for r in rows if r["cot"] == cot], VARIANTS)
     ]
-    layout_summary = summarize(layout_rows, LAYOUT_VARIANTS)
+    layout_summary = summarize_variants(layout_rows, LAYOUT_VARIANTS)
 
     out = run_dir(args, "kv-edit", engine)
     write_json(
@@ -221,6 +223,7 @@ def register(commands: Any) -> None:
         "kv-edit",
         help="edit a field of a cached prompt in place vs recompute vs erratum",
         description=__doc__,
+        epilog=docs_link("editable-kv.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_args(p, "pairs and context seed (and synthetic weights seed)")

@@ -9,14 +9,21 @@ import sys
 from typing import Any
 
 from engine.arguments import int_flag
-from engine.bench.machinery.args import add_bench_args, open_engine
-from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.machinery.replayer import Conversation, Replayer, finished_turns
-from engine.bench.machinery.report import SUMMARY_COLUMNS, markdown_text, summarize, table, write_results
-from engine.bench.machinery.results import environment
-from engine.bench.machinery.run_folder import interrupted, run_dir
+from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.replayer import Conversation, Replayer, finished_turns
+from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
+from engine.bench.reporting.replay_report import (
+    SUMMARY_COLUMNS,
+    markdown_text,
+    summarize_turns,
+    table,
+    write_results,
+)
+from engine.bench.reporting.results import environment
+from engine.bench.reporting.run_folder import interrupted, run_dir
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
+from engine.cli import docs_link
 
 # Who writes the replies that join each layout's history (and what a result says about it).
 REPLIES = {
@@ -30,7 +37,10 @@ REPLIES = {
 
 def register(commands: Any) -> None:
     p = commands.add_parser(
-        "layout", help="stable-first vs timestamp-first and other cache-breaking layouts", description=__doc__
+        "layout",
+        help="stable-first vs timestamp-first and other cache-breaking layouts",
+        description=__doc__,
+        epilog=docs_link("layout.md"),
     )
     add_bench_args(p, repeats=5)
     p.add_argument(
@@ -78,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     records, partial = finished_turns(lambda: replayer.run(convs, len(sc.turns), desc="layout"))
     if partial and not records:
         return interrupted(0, "turns", None)
-    summary = summarize(records, baseline)
+    summary = summarize_turns(records, baseline)
 
     out = run_dir(args, "layout", engine)
     env = environment(engine, "layout", args, partial)

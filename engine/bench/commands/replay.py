@@ -18,13 +18,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.bench.machinery.args import add_bench_args, open_engine
-from engine.bench.machinery.plots import plot_cached_share, plot_token_strip, plot_ttft
-from engine.bench.machinery.replayer import Conversation, Replayer, Request, finished_turns
-from engine.bench.machinery.report import summarize, table, write_results
-from engine.bench.machinery.results import environment
-from engine.bench.machinery.run_folder import interrupted, run_dir
-from engine.bench.machinery.trace_analysis import run_analysis
+from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.replayer import Conversation, Replayer, Request, finished_turns
+from engine.bench.harness.trace_analysis import run_analysis
+from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
+from engine.bench.reporting.replay_report import summarize_turns, table, write_results
+from engine.bench.reporting.results import environment
+from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.cli import docs_link
 from engine.errors import TraceError
 from engine.traces.analysis import replies
 from engine.traces.formats import PARSERS
@@ -55,6 +56,7 @@ def register(commands: Any) -> None:
         "replay",
         help="replay your own trace: where reuse ended, turn by turn (--analyze: no model, hosted rules)",
         description=__doc__,
+        epilog=docs_link("replay.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     examples = ", ".join(f"example:{name}" for name in EXAMPLES)
@@ -126,7 +128,7 @@ def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
         ("token_strip.png", "token strip, last request"),
     ]
     env = environment(engine, "replay", args, partial)
-    summary = summarize(records, "trace")
+    summary = summarize_turns(records, "trace")
     write_results(out, f"Trace replay: {name}", env, records, summary, notes, plots)
     print(table(rows, TURN_COLUMNS))
     if partial:

@@ -17,15 +17,16 @@ import torch
 from tqdm import tqdm
 
 from engine.arguments import float_flag, int_flag
-from engine.attention import token_labels
-from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import PARTIAL_NOTE, markdown_text, table
-from engine.bench.machinery.results import environment, provenance, write_csv, write_json
-from engine.bench.machinery.run_folder import interrupted, run_dir
+from engine.bench.args import add_run_args, open_engine
+from engine.bench.reporting.replay_report import PARTIAL_NOTE, markdown_text, table
+from engine.bench.reporting.results import environment, provenance, write_csv, write_json
+from engine.bench.reporting.run_folder import interrupted, run_dir
 from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
-from engine.engine import Engine
+from engine.cli import docs_link
 from engine.errors import PromptError
-from engine.sinks import lengths, sink_rows, summary, transformers_rows
+from engine.inspect.attention import token_labels
+from engine.inspect.sinks import lengths, sink_rows, summary, transformers_rows
+from engine.runtime.engine import Engine
 from engine.viz.charts import layer_head_matrices, line_chart
 
 CHECK_MAX_TOKENS = 1024  # --check-transformers: eager output_attentions holds every layer's full matrix
@@ -34,7 +35,7 @@ CHECK_MAX_TOKENS = 1024  # --check-transformers: eager output_attentions holds e
 def measure(
     engine: Engine, name: str, variant: str, ids: list[int], args: argparse.Namespace, reference: Any | None
 ) -> dict[str, Any]:
-    first, first_k, keys = sink_rows(engine, ids, args.min_row, args.first_k)
+    first, first_k, keys = sink_rows(engine.model, ids, args.min_row, args.first_k)
     labels = token_labels(engine.tokenizer, ids)
     record = {
         "prompt": name,
@@ -213,6 +214,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "sink",
         help="attention on the first token(s), per layer and head",
         description=__doc__,
+        epilog=docs_link("attention-and-sinks.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_args(parser)

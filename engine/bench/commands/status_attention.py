@@ -17,14 +17,15 @@ import torch
 from tqdm import tqdm
 
 from engine.arguments import int_flag
-from engine.attention import AttentionMaps
-from engine.bench.machinery.args import add_run_args, open_engine
-from engine.bench.machinery.report import PARTIAL_NOTE, table
-from engine.bench.machinery.results import environment, provenance, write_csv, write_json
-from engine.bench.machinery.run_folder import interrupted, run_dir
-from engine.chat import Message
-from engine.engine import Engine
-from engine.regions import STATUS_TAG, render_prompt
+from engine.bench.args import add_run_args, open_engine
+from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
+from engine.bench.reporting.results import environment, provenance, write_csv, write_json
+from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.cli import docs_link
+from engine.inspect.attention import AttentionMaps
+from engine.prompts.chat import Message
+from engine.prompts.regions import STATUS_TAG, render_prompt
+from engine.runtime.engine import Engine
 from engine.viz.charts import line_chart
 
 NUMBER = "+1 415 555 0142"
@@ -244,6 +245,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "status-attention",
         help="attention on an <agent_status> block vs raw call records",
         description=__doc__,
+        epilog=docs_link("attention-and-sinks.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_args(parser)

@@ -8,13 +8,18 @@ import itertools
 from typing import Any
 
 from engine.arguments import int_flag
-from engine.bench.machinery.args import add_bench_args, open_engine
-from engine.bench.machinery.plots import plot_cached_share, plot_cumulative, plot_sweep, plot_token_strip
-from engine.bench.machinery.replayer import Conversation, Replayer, TurnRecord, finished_turns, reply_tokens
-from engine.bench.machinery.report import SUMMARY_COLUMNS, summarize, table, write_results
-from engine.bench.machinery.results import environment, write_csv
-from engine.bench.machinery.run_folder import interrupted, run_dir
-from engine.bench.machinery.stats import per_pass, spread
+from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns, reply_tokens
+from engine.bench.reporting.replay_plots import (
+    plot_cached_share,
+    plot_cumulative,
+    plot_sweep,
+    plot_token_strip,
+)
+from engine.bench.reporting.replay_report import SUMMARY_COLUMNS, summarize_turns, table, write_results
+from engine.bench.reporting.results import environment, write_csv
+from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.stats import per_pass, spread
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     Trajectory,
@@ -29,7 +34,8 @@ from engine.bench.workloads.costs import (
     measure_token_costs,
     replace_extra_tokens,
 )
-from engine.engine import Engine
+from engine.cli import docs_link
+from engine.runtime.engine import Engine
 
 SWEEP_COLUMNS = [
     "status_tokens",
@@ -52,6 +58,7 @@ def register(commands: Any) -> None:
         "statusbar",
         help="status bar: replace vs append vs in-system, and the cost model",
         description=__doc__,
+        epilog=docs_link("statusbar-and-compaction.md"),
     )
     add_bench_args(p)
     p.add_argument(
@@ -150,7 +157,7 @@ def main(args: argparse.Namespace) -> int:
     )
     if partial and not records:
         return interrupted(0, "turns", None)
-    summary = summarize(records, "status-replace")
+    summary = summarize_turns(records, "status-replace")
     points = list(itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps))
     sweep: list[dict[str, Any]] = []
     try:

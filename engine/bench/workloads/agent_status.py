@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.bench.machinery.replayer import Request
+from engine.bench.harness.replayer import Request
 from engine.bench.workloads.sizing import lines_until
-from engine.chat import Message
+from engine.prompts.chat import Message
 
 CALL_LIMIT = 3
 TOOLS = [

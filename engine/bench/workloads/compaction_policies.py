@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.bench.workloads.longchat import durable_lines
-from engine.chat import Message
 from engine.errors import CompactionError
+from engine.prompts.chat import Message
 
 
 @dataclass(frozen=True)

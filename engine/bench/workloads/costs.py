@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.engine import Engine
+from engine.runtime.engine import Engine
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from engine.bench.workloads.scenario import POLICIES
-from engine.chat import Message
+from engine.prompts.chat import Message
 
 COT = " Think step by step first, then give the answer."
 CITIES = [

@@ -12,9 +12,9 @@ import json
 import random
 from collections.abc import Callable
 
-from engine.bench.machinery.replayer import Request
+from engine.bench.harness.replayer import Request
 from engine.bench.workloads.scenario import Scenario, Turn
-from engine.chat import Message
+from engine.prompts.chat import Message
 
 WINDOW_MESSAGES = 6  # sliding-window: history messages kept
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from engine.bench.workloads.sizing import lines_until
-from engine.chat import Message
+from engine.prompts.chat import Message
 
 DURABLE = re.compile(r"^(DECISION|OPEN|ERROR) .+$", re.MULTILINE)
 SYSTEM = (

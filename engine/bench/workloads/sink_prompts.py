@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from pydoc_data.topics import topics
 
-from engine.chat import Message
-from engine.engine import Engine
 from engine.errors import PromptError
+from engine.prompts.chat import Message
+from engine.runtime.engine import Engine
 
 PROMPTS: dict[str, list[Message]] = {
     "fixed": [{"role": "user", "content": "What is the capital of France?"}],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.chat import render_text
+from engine.prompts.chat import render_text
 
 SYSTEM = "You are an agent with the following skills loaded. Use them when they apply.\n\n"
 SKILLS = {

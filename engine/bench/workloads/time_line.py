@@ -3,10 +3,10 @@ scripted reply (what a cache holds when the next request comes), the later one a
 
 from __future__ import annotations
 
-from engine.bench.machinery.replayer import reply_tokens
+from engine.bench.harness.replayer import reply_tokens
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import Scenario
-from engine.engine import Engine
+from engine.runtime.engine import Engine
 
 TIE_IN_LAYOUTS = ("stable-first", "timestamp-first")
 

@@ -9,8 +9,8 @@ teacher-forces them). No price: the engine's cost is the computed tokens.
 
 from __future__ import annotations
 
-from engine.block_manager import BlockManager
-from engine.sequence import Sequence
+from engine.kv.block_manager import BlockManager
+from engine.kv.sequence import SequenceState
 from engine.traces.providers.base import RulePrompt, Served
 
 
@@ -22,7 +22,7 @@ class LocalRule:
 
     def _prefill(self, ids: list[int]) -> int:
         """Admit, fill and publish `ids` as one request; the number of tokens served from cache."""
-        seq = Sequence(ids, salt=self.salt)
+        seq = SequenceState(ids, salt=self.salt)
         self.blocks.admit(seq, len(ids) + 1)
         try:
             self.blocks.grow(seq, len(ids))

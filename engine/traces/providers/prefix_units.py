@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.block_manager import chain_hash, token_bytes
-from engine.regions import common_prefix
+from engine.kv.block_manager import chain_hash, token_bytes
+from engine.prompts.regions import common_prefix
 
 
 class UnitPrefixCache:

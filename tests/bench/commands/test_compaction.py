@@ -9,7 +9,7 @@ import pytest
 
 import engine
 from engine.bench.commands.compaction import PREFIXES, CompactedChat, policy_rows
-from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.harness.replayer import Conversation, Replayer
 from engine.bench.workloads.compaction_policies import POLICIES, Compactor, History
 from engine.bench.workloads.longchat import build_long_chat, durable_lines
 from engine.errors import CompactionError

@@ -10,10 +10,10 @@ import sys
 import pytest
 
 import engine
-from engine import kv_cache
 from engine.bench.__main__ import main
-from engine.bench.machinery.replayer import Conversation, Replayer, Request
+from engine.bench.harness.replayer import Conversation, Replayer, Request
 from engine.errors import CacheCapacityError, TraceError
+from engine.kv import pool as kv_cache
 from engine.traces.analysis import replies
 from engine.traces.load import load_trace
 from engine.traces.shipped import EXAMPLES

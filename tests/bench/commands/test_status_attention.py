@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.bench.commands.status_attention import CALL_LABELS, CASES, TOOLS, run_case
-from engine.regions import render_prompt
+from engine.prompts.regions import render_prompt
 
 
 @pytest.fixture(scope="module")

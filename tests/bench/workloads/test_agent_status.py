@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine.bench.commands.statusbar import replay_status
-from engine.bench.machinery.replayer import reply_tokens
+from engine.bench.harness.replayer import reply_tokens
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     build_trajectory,

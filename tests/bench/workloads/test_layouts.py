@@ -6,7 +6,7 @@ import functools
 
 import pytest
 
-from engine.bench.machinery.replayer import Conversation, Replayer
+from engine.bench.harness.replayer import Conversation, Replayer
 from engine.bench.workloads.layouts import LAYOUTS, WINDOW_MESSAGES
 from engine.bench.workloads.scenario import build_scenario
 
@@ -44,7 +44,7 @@ def test_cached_tokens_match_the_block_aligned_longest_common_prefix(replayed) -
             assert len(ids) == rec.prompt_tokens
             best = max((_lcp(ids, s) for s in seen), default=0)
             assert rec.cached_tokens == min(best, len(ids) - 1) // BS * BS, (name, t)
-            from engine.bench.machinery.replayer import reply_tokens
+            from engine.bench.harness.replayer import reply_tokens
 
             seen.append(ids + reply_tokens(e, req, replies[t])[:-1])
 

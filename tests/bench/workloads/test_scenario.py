@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.bench.workloads.scenario import SCALES, build_scenario
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 
 
 def test_seeded_and_sized() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from engine.bench.workloads.skills import SKILLS, SYSTEM, layouts, skill_text, template_parts
-from engine.chat import render_text
-from engine.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.prompts.chat import render_text
 
 
 def test_template_parts_surround_the_blocks() -> None:

@@ -3,7 +3,7 @@ the reply's blocks published, LRU eviction at capacity."""
 
 from __future__ import annotations
 
-from engine.block_manager import BlockManager
+from engine.kv.block_manager import BlockManager
 from engine.traces.providers.base import RulePrompt
 from engine.traces.providers.local import LocalRule
 

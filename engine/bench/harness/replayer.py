@@ -1,0 +1,292 @@
+"""Replay conversations turn by turn through one engine and record what the prefix cache did.
+
+Each conversation gets its own cache salt, so conversations never share blocks, yet they run
+interleaved turn by turn in one engine (a fair, side-by-side comparison on a noisy machine); pass p
+starts each turn at conversation p mod n, so no conversation always runs first.
+Repeats are whole passes: the cache is emptied, then every turn is replayed again, so each timed
+request meets exactly the cache state a real agent would leave at that turn. Pass 0 produces the
+replies (the model's, scripted, or those another conversation's model wrote: `replies_from`); later
+passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
+
+TTFT is admission to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
+are timed apart (`render_s`, `tokenize_s`). Cold baselines run on an engine with its own KV pool over
+the same weights, so they never evict a block of the warm cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from engine.bench.reporting.stats import spread
+from engine.errors import CompactionError
+from engine.prompts.chat import Message
+from engine.prompts.regions import common_prefix, marked_text, render_prompt
+from engine.runtime.engine import Engine
+from engine.traces.rendering import reply_tail
+
+
+@dataclass(frozen=True)
+class Request:
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)  # facts the turn's record carries (e.g. compaction)
+
+
+@dataclass
+class Conversation:
+    name: str
+    request: Callable[[int, list[str]], Request]  # (turn, replies so far) -> the request of that turn
+    # None: the model writes the replies. A script returns the reply (text or an assistant message),
+    # or None for "no reply follows this turn".
+    scripted_reply: Callable[[int], str | Message | None] | None = None
+    # The name of an earlier conversation whose model-written replies this one teacher-forces, so that the
+    # two differ only in their layout (overrides `scripted_reply`).
+    replies_from: str | None = None
+
+
+@dataclass
+class TurnRecord:
+    conversation: str
+    turn: int
+    prompt_tokens: int
+    cached_tokens: int
+    computed_tokens: int
+    cached_share: float
+    first_divergence: int  # first token not served from cache (block-aligned)
+    divergence_region: str
+    divergence_context: str
+    first_change: int  # first token differing from the previous turn's prompt + reply (-1: none)
+    change_region: str
+    change_context: str
+    passes: int  # timed repeats: the n of every median, min and max below
+    ttft_s: float  # admission -> first sampled token, median over passes
+    ttft_min_s: float
+    ttft_max_s: float
+    cold_ttft_s: float  # the same prompt with no cache, on its own pool (0: not measured)
+    cold_ttft_min_s: float
+    cold_ttft_max_s: float
+    prefill_s: float
+    lookup_s: float
+    render_s: float  # chat template -> text (host, median; not in TTFT)
+    tokenize_s: float  # text -> token ids (host, median; not in TTFT)
+    reply: str
+    ttft_passes_s: list[float] = field(default_factory=list)  # TTFT of pass 0, 1, ...
+    cold_ttft_passes_s: list[float] = field(default_factory=list)
+    regions: list[tuple[str, int, int]] = field(default_factory=list)  # (label, start, end) of the prompt
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> dict[str, Any]:
+        """Flat dict for CSV (meta keys inlined; regions and per-pass lists left out: they are in JSON)."""
+        d = asdict(self)
+        skip = ("meta", "regions", "ttft_passes_s", "cold_ttft_passes_s")
+        return {k: v for k, v in d.items() if k not in skip} | d["meta"]
+
+
+def reply_tokens(engine: Engine, request: Request, reply: str | Message) -> list[int]:
+    """The tokens a model emits for `reply` (`engine.traces.rendering.reply_tail`), or where the template
+    rewrites the prompt when the reply follows it, the reply's text and an end-of-turn token."""
+    message = reply if isinstance(reply, dict) else {"role": "assistant", "content": reply}
+    prompt = engine.render(request.messages, request.tools)
+    full = engine.render([*request.messages, message], request.tools, add_generation_prompt=False)
+    tail = reply_tail(prompt, full, engine.source.eos_ids)
+    if tail is not None:
+        return tail
+    text = str(message.get("content") or "")
+    return engine.tokenizer(text, add_special_tokens=False).input_ids + list(engine.source.eos_ids[:1])
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a replay: `records` are the turns that finished (each over the passes it completed)."""
+
+    def __init__(self, records: list[TurnRecord]) -> None:
+        super().__init__()
+        self.records = records
+
+
+def finished_turns(replay: Callable[[], list[TurnRecord]]) -> tuple[list[TurnRecord], bool]:
+    """The records of `replay()` and False, or after a Ctrl-C the turns that finished and True (partial)."""
+    try:
+        return replay(), False
+    except RunInterrupted as stop:
+        return stop.records, True
+
+
+class Replayer:
+    def __init__(
+        self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
+    ) -> None:
+        self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
+        self._cold_engine: Engine | None = None
+
+    def cold_engine(self, tokens: int) -> Engine:
+        """An engine with its own KV pool of at least `tokens` tokens over the same weights (grown by
+        doubling), for requests that must not touch the warm cache."""
+        if (
+            self._cold_engine is None
+            or self._cold_engine.blocks.num_blocks * self.engine.blocks.block_size < tokens
+        ):
+            self._cold_engine = self.engine.with_own_pool(max(4096, 1 << (tokens - 1).bit_length()))
+        return self._cold_engine
+
+    def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
+        """One record per turn of each conversation; on Ctrl-C, RunInterrupted with the finished turns."""
+        # (conversation, turn) in replay order, once its first pass finished
+        self.finished: list[tuple[str, int]] = []
+        try:
+            return self._run(conversations, turns, desc)
+        except KeyboardInterrupt:
+            order = {c.name: i for i, c in enumerate(conversations)}
+            finished = sorted(self.finished, key=lambda key: (order[key[0]], key[1]))
+            records = [self._record(name, t, *self._state) for name, t in finished]
+            raise RunInterrupted(records) from None
+
+    def _run(self, conversations: list[Conversation], turns: int, desc: str) -> list[TurnRecord]:
+        e = self.engine
+        names = [c.name for c in conversations]
+        for c in conversations:  # pass 0 runs in list order: a reference must come before its followers
+            if c.replies_from is not None and names.index(c.replies_from) >= names.index(c.name):
+                raise ValueError(f"{c.name} takes its replies from {c.replies_from}, which must come first")
+        replies: dict[str, list[str]] = {c.name: [] for c in conversations}
+        forced: dict[tuple[str, int], list[int]] = {}  # tokens of each reply, teacher-forced in later passes
+        warm: dict[tuple[str, int], list[Any]] = {}
+        cold: dict[tuple[str, int], list[float]] = {}
+        encode: dict[tuple[str, int], list[Any]] = {}  # the request's render/tokenize timings per pass
+        # (conversation, turn) -> the request and its token ids, kept for inspection after the run
+        self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
+        requests = self.requests
+        self._state = (
+            requests,
+            forced,
+            warm,
+            cold,
+            replies,
+            encode,
+        )  # what `_record` needs, also after Ctrl-C
+        # conversation -> (turn, why) when its request was refused
+        self.refused: dict[str, tuple[int, str]] = {}
+        bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
+        warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
+        self.cold_engine(64).generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        for p in range(self.repeats):
+            e.reset_cache()
+            start = p % len(conversations)  # rotate who goes first within a turn
+            for t in range(turns):
+                for conv in conversations[start:] + conversations[:start]:
+                    key = (conv.name, t)
+                    if p == 0 and conv.name not in self.refused:
+                        try:
+                            req = conv.request(t, replies[conv.name])
+                            requests[key] = (req, e.render(req.messages, req.tools))
+                        except CompactionError as refusal:  # the conversation cannot go on: say why, stop
+                            self.refused[conv.name] = (t + 1, str(refusal))
+                    if key not in requests:
+                        bar.update()
+                        continue
+                    req, ids = requests[key]
+                    encoded = e.prompts.render_timed(req.messages, req.tools)
+                    assert encoded.ids == ids, "the request rendered differently in a later pass"
+                    encode.setdefault(key, []).append(encoded)
+                    if p == 0 and conv.scripted_reply is None and conv.replies_from is None:
+                        gen = e.generate(ids, max_new_tokens=self.max_reply, cache_salt=conv.name)
+                        replies[conv.name].append(gen.text)
+                        forced[key] = gen.token_ids
+                    else:
+                        gen = e.generate(ids, max_new_tokens=1, cache_salt=conv.name)
+                        if p == 0:
+                            reply = self._given_reply(conv, t, replies)
+                            replies[conv.name].append(
+                                str(reply.get("content") or "") if isinstance(reply, dict) else reply or ""
+                            )
+                            if conv.replies_from is not None:  # the very tokens the reference's model emitted
+                                forced[key] = forced.get((conv.replies_from, t), [])
+                            else:
+                                forced[key] = reply_tokens(e, req, reply) if reply is not None else []
+                        # publish the reply's blocks as decoding it would have, untimed
+                        if len(forced[key]) > 1:
+                            e.generate(ids + forced[key][:-1], max_new_tokens=1, cache_salt=conv.name)
+                    warm.setdefault(key, []).append(gen)
+                    if self.cold:
+                        cold_gen = self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False)
+                        cold.setdefault(key, []).append(cold_gen.timing.ttft_s)
+                    if p == 0:
+                        self.finished.append(key)
+                    bar.update()
+        bar.close()
+        return [
+            self._record(c.name, t, requests, forced, warm, cold, replies, encode)
+            for c in conversations
+            for t in range(turns)
+            if (c.name, t) in requests
+        ]
+
+    @staticmethod
+    def _given_reply(conv: Conversation, t: int, replies: dict[str, list[str]]) -> str | Message | None:
+        """The reply a conversation does not write itself: another conversation's, or its script's."""
+        if conv.replies_from is not None:
+            theirs = replies[conv.replies_from]
+            return theirs[t] if t < len(theirs) else None
+        return conv.scripted_reply(t)  # type: ignore[misc]
+
+    def _record(
+        self,
+        name: str,
+        t: int,
+        requests: dict,
+        forced: dict,
+        warm: dict,
+        cold: dict,
+        replies: dict,
+        encode: dict,
+    ) -> TurnRecord:
+        req, ids = requests[(name, t)]
+        gens = warm[(name, t)]
+        u = gens[0].usage
+        assert all(g.usage.cached_tokens == u.cached_tokens for g in gens), (
+            "cache state differed between passes"
+        )
+        rendered = render_prompt(self.engine.tokenizer, req.messages, req.tools)
+        first_change = -1
+        if t > 0:
+            prev_req, prev_ids = requests[(name, t - 1)]
+            before = prev_ids + forced[(name, t - 1)][:-1]
+            lcp = common_prefix(ids, before)
+            first_change = lcp if lcp < len(before) else -1
+        ttft = spread(g.timing.ttft_s for g in gens)
+        colds = cold.get((name, t), [])
+        cold_ttft = spread(colds) if colds else {"median": 0.0, "min": 0.0, "max": 0.0}
+        return TurnRecord(
+            conversation=name,
+            turn=t + 1,
+            prompt_tokens=u.prompt_tokens,
+            cached_tokens=u.cached_tokens,
+            computed_tokens=u.computed_tokens,
+            cached_share=u.cached_tokens / u.prompt_tokens,
+            first_divergence=u.first_divergence,
+            divergence_region=rendered.region_at(u.first_divergence).label,
+            divergence_context=u.divergence_context,
+            first_change=first_change,
+            change_region=rendered.region_at(first_change).label if first_change >= 0 else "",
+            change_context=marked_text(self.engine.tokenizer, ids, first_change, 16)
+            if first_change >= 0
+            else "",
+            passes=len(gens),
+            ttft_s=ttft["median"],
+            ttft_min_s=ttft["min"],
+            ttft_max_s=ttft["max"],
+            cold_ttft_s=cold_ttft["median"],
+            cold_ttft_min_s=cold_ttft["min"],
+            cold_ttft_max_s=cold_ttft["max"],
+            prefill_s=spread(g.timing.prefill_s for g in gens)["median"],
+            lookup_s=spread(g.timing.lookup_s for g in gens)["median"],
+            render_s=spread(x.render_s for x in encode[(name, t)])["median"],
+            tokenize_s=spread(x.tokenize_s for x in encode[(name, t)])["median"],
+            reply=replies[name][t],
+            ttft_passes_s=[g.timing.ttft_s for g in gens],
+            cold_ttft_passes_s=list(colds),
+            regions=[(r.label, r.start, r.end) for r in rendered.regions],
+            meta=dict(req.meta),
+        )

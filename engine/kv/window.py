@@ -1,0 +1,67 @@
+"""`KVWindow`: one sequence's attention context, contiguous per layer and KV head, kept beside the pool."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.kv.pool import KVCache
+
+
+class KVWindow:
+    """One sequence's attention context: K/V contiguous per layer and KV head, `[layers, kv_heads, capacity,
+    head_dim]` (the layout attention reads), kept beside the pool. It is the single place a prefill after a
+    cached prefix and every decode step read their context from, so no step gathers blocks.
+
+    Rows [0, start) are the context a step with new tokens at positions start.. attends to; the step then
+    writes its own rows [start, start + T) (`extend`). The engine fills rows [0, S) from the pool's blocks
+    at admission (`from_blocks`), so they equal the pool's slots and the result is exact; anything that wants
+    another context (relocated, spliced, stale K/V: approximate, opt-in) writes its rows with `write` before
+    the step. The pool stays the record that the prefix cache publishes; the window costs one more copy of
+    this sequence's K/V.
+    """
+
+    def __init__(
+        self,
+        num_layers: int,
+        num_kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        # torch.empty: rows are written (by from_blocks, write or extend) before any step reads them.
+        self.k = torch.empty((num_layers, num_kv_heads, capacity, head_dim), dtype=dtype, device=device)
+        self.v = torch.empty_like(self.k)
+
+    @classmethod
+    def like(cls, kv: KVCache, capacity: int) -> KVWindow:
+        """An empty window shaped and typed like the pool's K/V."""
+        layers, kvh, d = kv.k.shape[0], kv.k.shape[-2], kv.k.shape[-1]
+        return cls(layers, kvh, d, capacity, kv.k.dtype, kv.k.device)
+
+    @classmethod
+    def from_blocks(cls, kv: KVCache, block_table: list[int], length: int, capacity: int) -> KVWindow:
+        """A window whose rows [0, length) are the pool's K/V of positions [0, length): one gather per layer."""
+        window = cls.like(kv, capacity)
+        if length:
+            slots = kv.slots(block_table, 0, length)
+            for layer in range(window.k.shape[0]):
+                window.write(layer, 0, *kv.read(layer, slots))
+        return window
+
+    @property
+    def capacity(self) -> int:
+        return self.k.shape[2]
+
+    def write(self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store k, v `[T, kv_heads, head_dim]` as rows [start, start + T) of one layer."""
+        end = start + k.shape[0]
+        self.k[layer, :, start:end], self.v[layer, :, start:end] = k.transpose(0, 1), v.transpose(0, 1)
+
+    def extend(
+        self, layer: int, start: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store rows [start, start + T) of one layer; return its K, V `[kv_heads, start + T, head_dim]` (views)."""
+        end = start + k.shape[0]
+        self.write(layer, start, k, v)
+        return self.k[layer, :, :end], self.v[layer, :, :end]

@@ -1,0 +1,127 @@
+"""GGUF -> a Hugging Face style folder (config.json, model.safetensors, tokenizer) in the user cache.
+
+Dequantizing a GGUF takes seconds and `transformers` needs more to read its tokenizer, so this runs
+once per file; later loads read the folder. The folder is keyed by the GGUF's sha256, which is also
+the model's weights digest.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import save_file
+
+from engine.errors import UnsupportedModelError, WeightsError
+from engine.loading.paths import cache_root
+from engine.model.config import ModelConfig
+
+# GGUF tensor name (after "blk.N.") -> Hugging Face name (after "model.layers.N.").
+_LAYER_NAMES = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "ffn_norm.weight": "post_attention_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "ffn_gate.weight": "mlp.gate_proj.weight",
+    "ffn_up.weight": "mlp.up_proj.weight",
+    "ffn_down.weight": "mlp.down_proj.weight",
+}
+_TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
+_TOP_NAMES["output.weight"] = "lm_head.weight"
+
+
+def _hf_name(name: str) -> str:
+    """Our Hugging Face name for a GGUF tensor; a tensor we would not use is refused, never skipped."""
+    if name in _TOP_NAMES:
+        return _TOP_NAMES[name]
+    parts = name.split(".", 2)
+    if parts[0] == "blk" and len(parts) == 3 and parts[2] in _LAYER_NAMES:
+        return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
+    what = " (RoPE frequency factors, as in Llama 3 rope scaling)" if name == "rope_freqs.weight" else ""
+    raise UnsupportedModelError(f"GGUF tensor {name}{what} is not implemented; refused rather than ignored")
+
+
+def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
+    """llama.cpp stores Llama's q/k rows interleaved for its RoPE; undo it to get rotate-half order."""
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _metadata(reader: Any) -> dict[str, Any]:
+    meta = {}
+    for key, field in reader.fields.items():
+        if key.startswith("tokenizer.ggml.") and key != "tokenizer.ggml.pre":
+            continue  # large token lists; the tokenizer is read by transformers
+        try:
+            meta[key] = field.contents()
+        except Exception:  # noqa: BLE001 - an unreadable optional field is skipped, required ones fail later
+            continue
+    if "tokenizer.ggml.tokens" in reader.fields:  # only its length is kept: the vocabulary size
+        meta["tokenizer.ggml.tokens"] = range(len(reader.fields["tokenizer.ggml.tokens"].data))
+    return meta
+
+
+def _open(path: Path) -> Any:
+    """A GGUFReader over the file; a wrong magic, a truncated or a corrupt file is one WeightsError line."""
+    import gguf
+
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"GGUF":
+        raise WeightsError(f"{path} is not a GGUF file (it starts with {magic!r}, not b'GGUF')")
+    try:
+        return gguf.GGUFReader(str(path))
+    except (ValueError, KeyError, IndexError, OSError) as e:  # numpy's complaints about the bytes it lacks
+        raise WeightsError(
+            f"cannot read GGUF file {path}: truncated or corrupt ({path.stat().st_size:,} bytes; "
+            f"the reader failed with {type(e).__name__})"
+        ) from None
+
+
+def convert_gguf(path: Path, digest: str) -> Path:
+    """Return the converted folder for this GGUF, converting on first use."""
+    out = cache_root() / "gguf" / digest[:32]
+    if (out / "model.safetensors").exists():
+        return out
+    from gguf.quants import dequantize
+    from transformers import AutoTokenizer
+
+    reader = _open(path)
+    try:
+        meta = _metadata(reader)
+        names = {t.name for t in reader.tensors}
+        config = ModelConfig.from_gguf(meta, has_output_weight="output.weight" in names)
+        tensors: dict[str, torch.Tensor] = {}
+        for t in reader.tensors:
+            hf = _hf_name(t.name)
+            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            if config.arch == "llama" and t.name.endswith(("attn_q.weight", "attn_k.weight")):
+                w = _unpermute(w, config.num_heads if "attn_q" in t.name else config.num_kv_heads)
+            tensors[hf] = torch.from_numpy(np.array(w, copy=True))
+    except (ValueError, KeyError, IndexError, OSError) as e:
+        raise WeightsError(f"cannot read GGUF file {path}: {e}") from None
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(tensors, str(tmp / "model.safetensors"))
+    specials = {k: meta.get(f"tokenizer.ggml.{k}") for k in ("bos_token_id", "eos_token_id")}
+    (tmp / "config.json").write_text(json.dumps(config.to_hf() | specials, indent=2))
+    (tmp / "source.json").write_text(json.dumps({"gguf": str(path), "sha256": digest}, indent=2))
+    try:
+        tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+        tok.save_pretrained(str(tmp))
+    except (ValueError, KeyError, OSError) as e:  # weights still load: token-id APIs keep working
+        (tmp / "tokenizer_error.txt").write_text(f"transformers could not read the GGUF tokenizer: {e}\n")
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.replace(out)
+    return out

@@ -1,0 +1,3 @@
+"""The model math, written out: the config (`config`, what is refused in `config_checks`, `synthetic:` shapes
+in `presets`), the building blocks (`layers`: RMSNorm, grouped-query attention, SwiGLU; `rotary`: RoPE), the
+attention kernels (`causal_attention`), the `Decoder` (`decoder`) and next-token choice (`sampling`)."""

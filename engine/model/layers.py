@@ -1,0 +1,98 @@
+"""The decoder's building blocks, written out: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP.
+
+All activations are `[T, ...]` for one sequence (batch size 1); positions are absolute.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.kv.step import StepContext
+from engine.model.causal_attention import causal_attention
+from engine.model.config import ModelConfig
+from engine.model.rotary import Rotary
+
+
+def empty_param(*shape: int, dtype: torch.dtype, device: torch.device) -> nn.Parameter:
+    # Uninitialised: every parameter is overwritten by the loader, which checks that none is missed.
+    return nn.Parameter(torch.empty(shape, dtype=dtype, device=device), requires_grad=False)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float, dtype: torch.dtype, device: torch.device) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = empty_param(dim, dtype=dtype, device=device)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Normalise in float32, as the reference does, then scale in the model's dtype (in place: the
+        # normalised tensor is always a new one).
+        x32 = x.float()
+        normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return normed.mul_(self.weight)
+
+
+class Attention(nn.Module):
+    """GQA with fused QKV; Qwen2 q/k/v bias and Qwen3 per-head q/k RMSNorm (before RoPE) by config."""
+
+    def __init__(self, cfg: ModelConfig, layer: int, dtype: torch.dtype, device: torch.device) -> None:
+        super().__init__()
+        self.layer = layer
+        self.h, self.kvh, self.d = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        qkv_out = (self.h + 2 * self.kvh) * self.d
+        self.qkv_weight = empty_param(qkv_out, cfg.hidden_size, dtype=dtype, device=device)
+        self.qkv_bias = empty_param(qkv_out, dtype=dtype, device=device) if cfg.qkv_bias else None
+        self.o_weight = empty_param(cfg.hidden_size, self.h * self.d, dtype=dtype, device=device)
+        self.o_bias = empty_param(cfg.hidden_size, dtype=dtype, device=device) if cfg.o_bias else None
+        norm = (lambda: RMSNorm(self.d, cfg.rms_norm_eps, dtype, device)) if cfg.qk_norm else None
+        self.q_norm = norm() if norm else None
+        self.k_norm = norm() if norm else None
+
+    def forward(
+        self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], ctx: StepContext
+    ) -> torch.Tensor:
+        """x `[T, hidden]` at positions ctx.start..; `rope`: their cos, sin from `Rotary.at`."""
+        t, h = x.shape[0], self.h
+        qkv = F.linear(x, self.qkv_weight, self.qkv_bias)
+        # q and k heads side by side, rotated in one pass: [T, heads + kv_heads, head_dim]
+        qk = qkv[:, : (h + self.kvh) * self.d].view(t, h + self.kvh, self.d)
+        v = qkv[:, (h + self.kvh) * self.d :].view(t, self.kvh, self.d)
+        if self.q_norm is not None and self.k_norm is not None:
+            qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
+        qk = Rotary.rotate(qk, *rope)
+        q, k = qk[:, :h], qk[:, h:]
+
+        if ctx.kv is not None:
+            ctx.kv.write(self.layer, ctx.write_slots, k, v)
+        kh, vh = k.transpose(0, 1), v.transpose(0, 1)  # [kv_heads, T, head_dim]
+        if ctx.window is not None:  # the context [0, start) is already contiguous there
+            kh, vh = ctx.window.extend(self.layer, ctx.start, k, v)
+        elif ctx.start > 0:  # no window: gather everything the sequence holds from the pool
+            k_all, v_all = ctx.kv.read(self.layer, ctx.read_slots)
+            kh, vh = k_all.transpose(0, 1), v_all.transpose(0, 1)
+        if ctx.observe is not None:
+            ctx.observe(self.layer, q, kh.transpose(0, 1))
+        out = causal_attention(q, kh, vh, ctx.start)
+        return F.linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
+
+
+class MLP(nn.Module):
+    """SwiGLU: down(silu(gate(x)) * up(x)), with gate and up fused into one matrix."""
+
+    def __init__(self, cfg: ModelConfig, dtype: torch.dtype, device: torch.device) -> None:
+        super().__init__()
+        self.inter = cfg.intermediate_size
+        self.gate_up_weight = empty_param(2 * self.inter, cfg.hidden_size, dtype=dtype, device=device)
+        self.gate_up_bias = empty_param(2 * self.inter, dtype=dtype, device=device) if cfg.mlp_bias else None
+        self.down_weight = empty_param(cfg.hidden_size, self.inter, dtype=dtype, device=device)
+        self.down_bias = empty_param(cfg.hidden_size, dtype=dtype, device=device) if cfg.mlp_bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Two GEMMs on row blocks of the fused matrix rather than one GEMM and a strided split: contiguous
+        # outputs, and 2-5% faster prefill MLPs on CPU (measured side by side; decode is unchanged).
+        w, b, n = self.gate_up_weight, self.gate_up_bias, self.inter
+        gate = F.linear(x, w[:n], b[:n] if b is not None else None)
+        up = F.linear(x, w[n:], b[n:] if b is not None else None)
+        return F.linear(F.silu(gate, inplace=True).mul_(up), self.down_weight, self.down_bias)

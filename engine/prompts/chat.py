@@ -1,0 +1,68 @@
+"""Chat messages -> prompt text with the model's own chat template (tools included where it has them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from jinja2 import TemplateError
+from transformers import PreTrainedTokenizerBase
+
+from engine.errors import PromptError
+from engine.prompts.messages import Message, validate_messages, validate_tools
+
+
+def supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
+    template = tokenizer.chat_template
+    return isinstance(template, str) and "tools" in template
+
+
+def tools_text(tools: Sequence[dict[str, Any]]) -> str:
+    """Tool definitions as plain text, for templates that have no tool section of their own."""
+    lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
+    return f"\n\n# Tools\n\nYou may call these functions. Their JSON signatures:\n{lines}"
+
+
+def _tool_calls_as_text(message: Message) -> Message:
+    """For templates that would silently drop `tool_calls`: write them into the content instead."""
+    if not message.get("tool_calls"):
+        return message
+    calls = []
+    for call in message["tool_calls"]:
+        fn = call.get("function", call)
+        call_json = json.dumps({"name": fn["name"], "arguments": fn.get("arguments", {})})
+        calls.append(f"<tool_call>\n{call_json}\n</tool_call>")
+    content = "\n".join(([message["content"]] if message.get("content") else []) + calls)
+    return {k: v for k, v in message.items() if k != "tool_calls"} | {"content": content}
+
+
+def render_text(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+    **template_options: Any,
+) -> str:
+    """The exact prompt text the model sees. Tools go through the template's own tool format; a
+    template without one gets them appended to the system message (one is added if there is none)."""
+    msgs, tools = [dict(m) for m in validate_messages(messages)], validate_tools(tools)
+    if not tokenizer.chat_template:
+        raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
+    if not supports_tools(tokenizer):
+        msgs = [_tool_calls_as_text(m) for m in msgs]
+        if tools:
+            if msgs[0]["role"] != "system":
+                msgs.insert(0, {"role": "system", "content": ""})
+            msgs[0]["content"] = (msgs[0]["content"] + tools_text(tools)).lstrip("\n")
+            tools = None
+    try:
+        return tokenizer.apply_chat_template(
+            msgs,
+            tools=list(tools) if tools else None,
+            tokenize=False,
+            add_generation_prompt=add_generation_prompt,
+            **template_options,
+        )
+    except (TemplateError, TypeError, KeyError) as e:
+        raise PromptError(f"the chat template rejected these messages: {e}") from None

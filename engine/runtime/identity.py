@@ -1,0 +1,33 @@
+"""What every result records about the model and machine it came from."""
+
+from __future__ import annotations
+
+import platform
+from typing import Any
+
+import torch
+import transformers
+
+from engine.devices import device_description, dtype_name
+from engine.loading.sources import ModelSource
+
+
+def identity(
+    source: ModelSource, dtype: torch.dtype, device: torch.device, block_size: int, cache_tokens: int
+) -> dict[str, Any]:
+    """Model, weights digest, architecture, dtype, device, cache geometry and library versions."""
+    return {
+        "model": source.model_id,
+        "source": source.kind,
+        "synthetic_weights": source.synthetic,
+        "weights_digest": source.digest,
+        "arch": source.config.arch,
+        "dtype": dtype_name(dtype),
+        "device": str(device),
+        "device_name": device_description(device),
+        "block_size": block_size,
+        "cache_tokens": cache_tokens,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+    }

@@ -1,0 +1,57 @@
+"""What a request returns: tokens and text, token usage (what the cache served), and timings."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int
+    cached_tokens: int  # served from the prefix cache (whole blocks)
+    computed_tokens: int  # prompt_tokens - cached_tokens - approximate_tokens: what prefill computed
+    completion_tokens: int = 0
+    # Index of the first prompt token not served from cache (== cached_tokens), with the text around it.
+    first_divergence: int = 0
+    divergence_context: str = ""
+    # Reused from relocated or stale K/V (the opt-in approximate modes of engine/approx); never exact,
+    # never counted in cached_tokens. 0 on the default, exact path.
+    approximate_tokens: int = 0
+
+
+@dataclass
+class Timing:
+    """TTFT is admission to the first sampled token: the block lookup, the prefill and the first sample,
+    device synchronized. Rendering the chat template and tokenizing come before it and are timed apart, so
+    the whole request is render_s + tokenize_s + ttft_s (+ decode_s)."""
+
+    ttft_s: float  # token ids admitted -> first token sampled, device synchronized
+    lookup_s: float  # hashing and matching the prompt's blocks
+    prefill_s: float  # the prefill forward pass
+    decode_s: float = 0.0  # first token -> last token
+    decode_tokens_per_s: float = 0.0
+    render_s: float = 0.0  # chat template -> text (host; 0 for text or token-id prompts)
+    tokenize_s: float = 0.0  # text -> token ids (host; 0 for token-id prompts)
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]
+    text: str
+    usage: Usage
+    timing: Timing
+    prompt_ids: list[int] = field(default_factory=list, repr=False)
+    finish_reason: str = "length"  # "length" | "stop" (EOS or a stop string)
+    logits: torch.Tensor | None = field(default=None, repr=False)  # [steps, vocab] with return_logits=True
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "token_ids": self.token_ids,
+            "finish_reason": self.finish_reason,
+            "usage": asdict(self.usage),
+            "timing": asdict(self.timing),
+        }

@@ -1,0 +1,138 @@
+"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
+lack (metadata keys, tensors) refused by name, and a truncated file one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import engine
+from engine.errors import UnsupportedModelError, WeightsError
+from engine.loading.sources import _alias_path
+
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+
+
+def test_logits_match_transformers_gguf(smollm2_on_device, precision) -> None:
+    """float32: within 1e-3 (both dequantize Q4_1); half precision: 3x transformers' own error in that dtype,
+    measured here on the same model and prompt (tests/precision.py)."""
+    from transformers import AutoModelForCausalLM
+
+    path: Path = _alias_path("smollm2-135m")
+    ref = AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    ).eval()
+    ids = smollm2_on_device.render([{"role": "system", "content": "You are terse."}] + QUESTION)
+    with torch.no_grad():
+        expected = ref(torch.tensor([ids])).logits[0]
+    tol = 1e-3 if precision.exact else precision.logits_tol("smollm2-135m", model=ref, ids=ids)
+    assert (
+        precision.observe(
+            "smollm2-135m", "logits", (smollm2_on_device.logits(ids).cpu() - expected).abs().max().item()
+        )
+        <= tol
+    )
+
+
+def test_greedy_answer_names_paris(smollm2_on_device) -> None:
+    gen = smollm2_on_device.generate(QUESTION, max_new_tokens=24)
+    assert "Paris" in gen.text
+    assert gen.finish_reason == "stop"  # stopped at <|im_end|>, not at the length limit
+
+
+def test_config_read_from_gguf_metadata(smollm2) -> None:
+    c = smollm2.config
+    assert (c.arch, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim) == (
+        "llama",
+        576,
+        30,
+        9,
+        3,
+        64,
+    )
+    assert c.tie_word_embeddings and c.rope_theta == 100000.0 and c.vocab_size == 49152
+    assert smollm2.info["source"] == "gguf" and len(smollm2.info["weights_digest"]) == 64
+
+
+def test_conversion_is_cached(smollm2, monkeypatch) -> None:
+    """A second load reads the converted folder and never parses the GGUF again."""
+    import gguf
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the GGUF was parsed again")
+
+    monkeypatch.setattr(gguf, "GGUFReader", refuse)
+    again = engine.load("smollm2-135m", device="cpu", cache_tokens=256)
+    assert again.source.digest == smollm2.source.digest
+
+
+def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
+    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(1)
+    writer.add_embedding_length(8)
+    writer.add_head_count(2)
+    writer.add_feed_forward_length(16)
+    writer.add_context_length(64)
+    writer.add_token_list(["a", "b", "c"])
+    for key, value in extra.items():
+        (writer.add_string if isinstance(value, str) else writer.add_uint32)(f"llama.{key}", value)
+    for name in tensor_names:
+        writer.add_tensor(name, np.zeros((3, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+GGUF_CASES = [
+    pytest.param(
+        {"rope.scaling.type": "yarn"},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.type = 'yarn'",
+        id="rope scaling",
+    ),
+    pytest.param(
+        {"attention.sliding_window": 16}, (), r"llama\.attention\.sliding_window = 16", id="sliding window"
+    ),
+    pytest.param(
+        {"rope.dimension_count": 2},
+        (),
+        r"llama\.rope\.dimension_count = 2 differs from the head",
+        id="partial rotary",
+    ),
+    pytest.param({"expert_count": 8}, (), r"llama\.expert_count = 8 is not implemented", id="experts"),
+    pytest.param(
+        {},
+        ("rope_freqs.weight",),
+        r"GGUF tensor rope_freqs\.weight \(RoPE frequency",
+        id="rope frequency factors",
+    ),
+    pytest.param(
+        {},
+        ("blk.0.attn_gate.weight",),
+        r"GGUF tensor blk\.0\.attn_gate\.weight is not impl",
+        id="unknown tensor",
+    ),
+]
+
+
+@pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
+def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> None:
+    with pytest.raises(UnsupportedModelError, match=message):
+        engine.load(str(write_gguf(tmp_path / "m.gguf", meta, names)))
+
+
+def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
+    bad = tmp_path / "cut.gguf"
+    bad.write_bytes(_alias_path("smollm2-135m").read_bytes()[:1000])
+    with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
+        engine.load(str(bad))
+    assert "out of bounds" not in str(caught.value)

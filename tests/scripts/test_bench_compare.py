@@ -1,0 +1,142 @@
+"""scripts/bench_compare.py on small synthetic pytest-benchmark files: ratios, regressions, bad inputs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location(
+    "bench_compare", Path(__file__).resolve().parents[2] / "scripts" / "bench_compare.py"
+)
+assert _spec is not None and _spec.loader is not None
+bench_compare = sys.modules["bench_compare"] = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_compare)
+
+IDENTITY = {"device": "cpu", "dtype": "float32", "model": "synthetic:qwen2.5-0.5b"}
+
+
+def record(median: float, **info: Any) -> dict[str, Any]:
+    return {"name": "x", "extra_info": info | IDENTITY, "stats": {"median": median}}
+
+
+def run_file(tmp_path: Path, name: str, *, ours_prefill: float = 1.0, **identity: str) -> Path:
+    """A run: prefill of 544 tokens (ours vs transformers), cached 512+32 with its ideal, a lookup, an
+    alternating prefill and both arms of a splice."""
+    records = [
+        record(ours_prefill, case="prefill", impl="ours", tokens=544),
+        record(2.0, case="prefill", impl="transformers", tokens=544),
+        record(0.1, case="cached", impl="ours", cached=512, new=32, ideal_ratio=0.05),
+        record(0.2, case="cached", impl="transformers", cached=512, new=32, ideal_ratio=0.05),
+        record(0.001, case="lookup", impl="ours", tokens=544),
+        record(3.0, case="prefill_alternating", impl="ours/transformers", tokens=544, ratio=0.9),
+        record(0.2, case="splice", impl="ours", arm="splice", tokens=1024),
+        record(4.0, case="splice", impl="ours", arm="recompute", tokens=1024),
+    ]
+    for r in records:
+        r["extra_info"] |= identity
+    path = tmp_path / name
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": records}))
+    return path
+
+
+def test_metrics_are_ratios_within_the_run(tmp_path: Path) -> None:
+    got = bench_compare.metrics(bench_compare.load_run(run_file(tmp_path, "run.json")))
+    assert got == pytest.approx(
+        {
+            "ours/transformers prefill 544": 0.5,
+            "ours/transformers cached 512+32": 0.5,
+            "warm/cold cached 512+32": 0.1 / 1.0,
+            "achieved/ideal cached 512+32": 0.1 / 1.0 / 0.05,
+            "lookup share 512+32": 0.001 / 0.1,
+            "ours/transformers alternating prefill 544": 0.9,
+            "splice/recompute 1024": 0.2 / 4.0,  # the two arms are two cases, not one overwritten
+        }
+    )
+
+
+def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
+    steps = [
+        record(0.09, case="decode", impl="ours", context=4096),
+        record(0.10, case="decode", impl="ours-gather", context=4096),
+        record(0.12, case="decode", impl="transformers", context=4096),
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
+    got = bench_compare.metrics(bench_compare.load_run(path))
+    assert got == pytest.approx({"ours/transformers decode @4096": 0.75, "window/gather decode @4096": 0.9})
+
+
+def test_no_regression_within_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = run_file(tmp_path, "baseline.json")
+    current = run_file(tmp_path, "run.json", ours_prefill=1.2)  # +20% on two metrics
+    assert bench_compare.main([str(current), str(base), "--threshold", "0.25"]) == 0
+    assert "no metric regressed" in capsys.readouterr().out
+
+
+def test_regression_beyond_the_threshold_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base = run_file(tmp_path, "baseline.json")
+    current = run_file(tmp_path, "run.json", ours_prefill=1.5)
+    assert bench_compare.main([str(current), str(base)]) == 1
+    out = capsys.readouterr().out
+    # a slower full prefill of ours regresses its ratio to transformers (and flatters achieved/ideal)
+    assert out.splitlines()[-1].endswith("regressed by more than 25%: ours/transformers prefill 544")
+
+
+def test_cases_the_baseline_lacks_are_listed_as_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_file(tmp_path, "baseline.json")
+    current = json.loads(run_file(tmp_path, "run.json").read_text())
+    current["benchmarks"] += [
+        record(0.5, case="cached", impl="ours", cached=16, new=1008, ideal_ratio=0.98),
+        record(0.6, case="prefill", impl="ours", tokens=1024),
+    ]
+    (tmp_path / "run.json").write_text(json.dumps(current))
+    assert bench_compare.main([str(tmp_path / "run.json"), str(base)]) == 0
+    new = [line.split() for line in capsys.readouterr().out.splitlines() if line.endswith(" new")]
+    assert [" ".join(words[:3]) for words in new] == [
+        "warm/cold cached 16+1008",
+        "achieved/ideal cached 16+1008",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "no such file"),
+        ("{not json", "not readable JSON"),
+        ('{"benchmarks": 3}', "not a pytest-benchmark JSON file"),
+        ('{"benchmarks": [{"name": "other", "extra_info": {}, "stats": {"median": 1}}]}', "no kvtestbed"),
+        ('{"benchmarks": [{"extra_info": {"case": "prefill"}}]}', "lacks or garbles"),
+    ],
+    ids=["missing", "not-json", "no-list", "foreign", "garbled"],
+)
+def test_unusable_files_give_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str | None, message: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    assert bench_compare.main([str(bad), str(run_file(tmp_path, "baseline.json"))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_runs_of_different_devices_are_not_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cuda = run_file(tmp_path, "cuda.json", device="cuda", dtype="bfloat16")
+    assert bench_compare.main([str(cuda), str(run_file(tmp_path, "baseline.json"))]) == 2
+    assert "measure different things" in capsys.readouterr().err
+
+
+def test_runs_without_common_metrics_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"benchmarks": [record(1.0, case="decode", impl="ours", context=64)]}))
+    assert bench_compare.main([str(other), str(run_file(tmp_path, "baseline.json"))]) == 2
+    assert "share no metric" in capsys.readouterr().err
