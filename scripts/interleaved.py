@@ -28,13 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Pair, Shapes  # noqa: E402
+from benchmarks.harness import Pair, Shapes, decode_request  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.devices import now  # noqa: E402
 from engine.inspect.flops import ideal_cached_ratio  # noqa: E402
-from engine.kv.sequence import SequenceState  # noqa: E402
-from engine.kv.window import KVWindow  # noqa: E402
-from engine.runtime.runner import PagedTarget  # noqa: E402
+from engine.runtime.request import Request  # noqa: E402
 
 
 def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[str, float]:
@@ -90,20 +88,15 @@ def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
 
 
 def decode(pair: Pair, context: int, rounds: int) -> str:
-    seq = SequenceState(pair.base[: context + 1])
-    pair.ours.blocks.admit(seq, context + 1)  # the first `context` tokens come from the cache
-    try:
-        ours = pair.ours
-        window = KVWindow.from_blocks(ours.kv, seq.block_table, context, context + 1)
-        windowed, gathering = (PagedTarget(ours.blocks, ours.kv, seq, w) for w in (window, None))
-        line, _ = alternate(
-            pair,
-            lambda: ours.runner.forward(seq.token_ids, context, context + 1, windowed),
-            lambda: ours.runner.forward(seq.token_ids, context, context + 1, gathering),
-            rounds,
-        )
-    finally:
-        pair.ours.blocks.release(seq)
+    """The engine's decode step at `context` cached tokens, reading its window vs gathering from the pool."""
+    ids = pair.base[: context + 1]  # the first `context` tokens come from the cache
+    with decode_request(pair.ours, ids, True) as windowed, decode_request(pair.ours, ids, False) as gathering:
+
+        def step(req: Request) -> object:
+            req.seq.num_kv = context  # every round rewrites the same position
+            return pair.ours.runner.run([(req, 1)])[1]
+
+        line, _ = alternate(pair, lambda: step(windowed), lambda: step(gathering), rounds)
     return f"decode @{context:>5}: window {line} (window / gather)"
 
 
