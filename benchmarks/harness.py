@@ -195,18 +195,22 @@ class Pair:
 
 
 @contextmanager
-def decode_request(ours: Engine, token_ids: list[int], windowed: bool = True) -> Iterator[Request]:
+def decode_request(
+    ours: Engine, token_ids: list[int], windowed: bool = True, room: int = 0
+) -> Iterator[Request]:
     """A running request of `token_ids` whose every token but the last is served from the prefix cache (which
-    must hold them), with its decoding window (or none: gathering from the pool): one `ModelRunner.run` of
-    `(req, 1)` is then the engine's decode step at that context. Its blocks are released after."""
+    must hold them), with its decoding window (or none: gathering from the pool) with `room` rows to spare:
+    one `ModelRunner.run` of `(req, 1)` is then the engine's decode step at that context. Its blocks are
+    released after."""
     seq = SequenceState(list(token_ids))
     ours.blocks.admit(seq)
     context = len(token_ids) - 1
     assert seq.num_kv == context, f"{seq.num_kv} of {context} context tokens are cached"
     ours.blocks.grow(seq, len(token_ids))
-    window = KVWindow.from_blocks(ours.kv, seq.block_table, context, len(token_ids)) if windowed else None
+    capacity = len(token_ids) + room
+    window = KVWindow.from_blocks(ours.kv, seq.block_table, context, capacity) if windowed else None
     try:
-        yield Request("bench", seq, SamplingParams(1), 0.0, window=window)
+        yield Request("bench", seq, SamplingParams(1 + room), 0.0, window=window)
     finally:
         ours.blocks.release(seq)
 
