@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n---\n{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}): "
         f"prompt {u.prompt_tokens} tokens, completion {u.completion_tokens} ({gen.finish_reason}), "
-        f"TTFT {t.ttft_s * 1000:.1f} ms (admission to first token; before it: template "
+        f"TTFT {t.ttft_s * 1000:.1f} ms (arrival to first token; before it: template "
         f"{t.render_s * 1000:.1f} ms, tokenizer {t.tokenize_s * 1000:.1f} ms), "
         f"decode {t.decode_tokens_per_s:.1f} tokens/s",
         file=sys.stderr,

@@ -92,7 +92,7 @@ def run_case(engine: Engine, messages: list[Message], max_new_tokens: int) -> di
     prompt = render_prompt(engine.tokenizer, messages, TOOLS)
     missing = [label for label in CALL_LABELS if label not in {r.label for r in prompt.regions}]
     assert not missing, f"call records without a region: {missing}"  # regions label message i "<role> #i"
-    full = engine.continue_greedily(prompt, max_new_tokens)
+    full = prompt.with_generated(engine.generate(prompt.token_ids, max_new_tokens, cache=False).token_ids)
     last = len(prompt.token_ids) - 1
     maps = engine.attention(full, rows=range(last, len(full.token_ids)))
     answer = full.token_ids[len(prompt.token_ids) :]

@@ -23,7 +23,7 @@ class LocalRule:
     def _prefill(self, ids: list[int]) -> int:
         """Admit, fill and publish `ids` as one request; the number of tokens served from cache."""
         seq = SequenceState(ids, salt=self.salt)
-        self.blocks.admit(seq, len(ids) + 1)
+        self.blocks.admit(seq)
         try:
             self.blocks.grow(seq, len(ids))
             seq.num_kv = len(ids)
