@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from engine.arguments import boolean, integer, stop_strings, string
+from engine.arguments import boolean, integer, random_seed, stop_strings, string
 from engine.devices import dtype_name, now
 from engine.errors import InvalidArgumentError
 from engine.inspect.attention import MAX_BYTES, AttentionMaps, capture
@@ -116,7 +116,7 @@ class Engine:
         """
         temperature, top_p = check_sampling(temperature, top_p)
         max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=1)
-        seed = None if seed is None else integer("seed", seed, minimum=0)
+        seed = None if seed is None else random_seed("seed", seed)
         stop = stop_strings(stop)
         cache = None if cache is None else boolean("cache", cache)
         cache_salt, return_logits = string("cache_salt", cache_salt), boolean("return_logits", return_logits)
@@ -212,6 +212,7 @@ class Engine:
     ) -> AttentionMaps:
         """Attention probabilities of the chosen layers, heads and query rows (None: all), from this
         engine's own queries and keys; `max_new_tokens` > 0 decodes greedily first and adds those rows."""
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=0)
         rendered = self.prompts.rendered(prompt)
         if max_new_tokens > 0:
             rendered = self.continue_greedily(rendered, max_new_tokens)
