@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from engine.arguments import boolean, string
+from engine.arguments import boolean, integer, string
 from engine.devices import now
 from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.inspect.attention import MAX_BYTES, AttentionMaps, capture
@@ -237,6 +237,7 @@ class Engine(LoadedModel):
     ) -> AttentionMaps:
         """Attention probabilities of the chosen layers, heads and query rows (None: all), from this
         engine's own queries and keys; `max_new_tokens` > 0 decodes greedily first and adds those rows."""
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=0)
         rendered = self.prompts.rendered(prompt)
         if max_new_tokens > 0:
             gen = self.generate(rendered.token_ids, max_new_tokens=max_new_tokens, cache=False)

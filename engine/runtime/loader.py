@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.arguments import boolean, integer
+from engine.arguments import boolean, integer, random_seed
 from engine.devices import resolve_device, resolve_dtype
 from engine.errors import InvalidArgumentError
 from engine.kv.pool import KVCache
@@ -39,7 +39,7 @@ def load(
         if value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__} {value!r}")
     cache = boolean("cache", cache)
-    seed, prefill_chunk = integer("seed", seed, minimum=0), integer("prefill_chunk", prefill_chunk, minimum=1)
+    seed, prefill_chunk = random_seed("seed", seed), integer("prefill_chunk", prefill_chunk, minimum=1)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     source = resolve(model, seed)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.arguments import boolean, integer, stop_strings
+from engine.arguments import boolean, integer, random_seed, stop_strings
 from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
 from engine.model.sampling import check_sampling
@@ -57,7 +57,7 @@ class SamplingParams:
             integer("max_new_tokens", max_new_tokens, minimum=1),
             temperature,
             top_p,
-            None if seed is None else integer("seed", seed, minimum=0),
+            None if seed is None else random_seed("seed", seed),
             stop_strings(stop),
             boolean("return_logits", logits),
             boolean("ignore_eos", ignore_eos),

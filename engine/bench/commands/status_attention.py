@@ -20,7 +20,7 @@ from engine.arguments import int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.cli import docs_link
 from engine.inspect.attention import AttentionMaps
 from engine.prompts.chat import Message
@@ -162,8 +162,7 @@ def run_status_attention(args: argparse.Namespace) -> int:
     plot(cases, engine, out)
     if partial:
         return interrupted(len(cases), "cases", out)
-    print(f"results in {out}")
-    return 0
+    return written(out)
 
 
 def report(cases: dict[str, dict[str, Any]], model: str) -> str:
