@@ -104,9 +104,11 @@ async def answer(
     job = Job(req, asyncio.get_running_loop())
     worker.submit(job)
     watch = DisconnectWatch(request)
+    settled = False  # the job has ended, or a stream owns it; otherwise it is aborted on the way out
     try:
         event = await watch.next_event(job)
         if req.stream and not isinstance(event, Failed):
+            settled = True
             watch.close()
             chunks = api.stream(req, events_after(job, event), record)
             return StreamingResponse(
@@ -114,6 +116,7 @@ async def answer(
             )
         while not isinstance(event, FINAL):
             event = await watch.next_event(job)
+        settled = True
         if isinstance(event, Failed):
             raise event.error
         if not isinstance(event, Finished):  # aborted: its client is gone
@@ -121,10 +124,11 @@ async def answer(
         record(req, api.usage(event), event.report)
         return JSONResponse(api.body(req, event))
     except ClientGone:
-        worker.abort(job)
         return Response(status_code=499)
     finally:
         watch.close()
+        if not settled:  # the client went away, or the server is shutting down
+            worker.abort(job)
 
 
 async def _guarded(
