@@ -204,12 +204,13 @@ class Engine(LoadedModel):
     ) -> StepOutput:
         text = self.prompts.text([*req.seq.generated, token])
         delta = req.accept(token, text, token in self.source.eos_ids, logits, t_forward, t)
+        counts = {"prompt_tokens": req.seq.num_prompt, "cached_tokens": req.cached_tokens}
         if req.finish_reason is None:
-            return StepOutput(req.id, token, delta, False)
+            return StepOutput(req.id, token, delta, False, **counts)
         self.scheduler.finish(req)
         del self.requests[req.id]
         context = self.prompts.divergence_context(req.seq.token_ids[: req.seq.num_prompt], req.cached_tokens)
-        return StepOutput(req.id, token, delta, True, req.generation(context))
+        return StepOutput(req.id, token, delta, True, req.generation(context), **counts)
 
     def _window(self, req: Request) -> KVWindow | None:
         """The request's attention context for its prefill and decode, holding its cached prefix (one
@@ -259,6 +260,10 @@ class Engine(LoadedModel):
             prefill_chunk=self.prefill_chunk,
             max_num_seqs=self.max_num_seqs,
         )
+
+    def cache_stats(self) -> dict[str, int]:
+        """The block manager's counts and split of blocks, and the requests preempted so far."""
+        return super().cache_stats() | {"preemptions": self.scheduler.preemptions}
 
     def reset_cache(self) -> None:
         """Forget every cached block (stats are kept). Only on an idle engine."""

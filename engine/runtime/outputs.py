@@ -79,3 +79,5 @@ class StepOutput:
     text: str
     finished: bool
     generation: Generation | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # what its prompt got from the prefix cache at admission

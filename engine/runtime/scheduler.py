@@ -36,6 +36,7 @@ class Scheduler:
         self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in admission order: the last is preempted first
+        self.preemptions = 0  # since the engine started
 
     def add(self, req: Request) -> None:
         """Queue a request; one the pool could never hold, even alone, is refused (a request that fits waits,
@@ -119,4 +120,5 @@ class Scheduler:
         req.seq.num_kv = 0
         req.status, req.window = Status.WAITING, None
         req.preemptions += 1
+        self.preemptions += 1
         self.waiting.appendleft(req)

@@ -37,7 +37,7 @@ from engine.serve.page import STATIC, RequestLog
 from engine.serve.processing import Processor
 from engine.serve.recorder import Recorder
 from engine.serve.streaming import sse
-from engine.serve.worker import EngineWorker, Load, SerialBackend
+from engine.serve.worker import EngineWorker, Load
 
 log = logging.getLogger("kvtestbed.serve")
 ANTHROPIC_PATHS = ("/v1/messages",)
@@ -72,8 +72,7 @@ def build_state(
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, metrics, the page log."""
     metrics, page = Metrics(), RequestLog()
-    processor = Processor(engine, metrics, page, default_max_tokens)
-    backend = SerialBackend(engine, Load(metrics.waiting.set), processor.run)
+    backend = Processor(engine, metrics, page, Load(metrics.waiting.set), default_max_tokens)
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size
     worker = EngineWorker(backend, max_queue)

@@ -1,9 +1,8 @@
 """`GET /metrics`: Prometheus text from `prometheus_client`, on a registry of the server's own.
 
 Prefix-cache queries and hits count prompt tokens (as vLLM's do), from the engine's cache statistics after
-every request; time to first token is measured from the moment a request is queued (queue, template,
-tokenizer, lookup, prefill, first sample). Requests run one at a time, so nothing is ever preempted: the
-preemption counter stays 0 until a batching scheduler runs them.
+every request, as are the engine scheduler's preemptions; time to first token is measured from the moment
+a request is queued (queue, template, tokenizer, lookup, prefill, first sample).
 """
 
 from __future__ import annotations
@@ -35,14 +34,14 @@ class Metrics:
         )
         self.queue = Histogram(
             "kvtestbed_queue_time_seconds",
-            "Queued to taken by the engine thread",
+            "Queued to the engine, and there to a step with room for it",
             buckets=SECONDS,
             registry=r,
         )
-        self.running = Gauge("kvtestbed_requests_running", "Requests being generated", registry=r)
+        self.running = Gauge("kvtestbed_requests_running", "Requests the engine holds", registry=r)
         self.waiting = Gauge("kvtestbed_requests_waiting", "Requests queued for the engine", registry=r)
         self.blocks = Gauge("kvtestbed_kv_blocks", "KV pool blocks by state", ["state"], registry=r)
-        self._seen = {"hit_tokens": 0, "miss_tokens": 0, "evictions": 0}
+        self._seen = {"hit_tokens": 0, "miss_tokens": 0, "evictions": 0, "preemptions": 0}
 
     def cache(self, stats: dict[str, int]) -> None:
         """The engine's cache statistics (`Engine.cache_stats()`, read on the engine thread)."""
@@ -51,6 +50,7 @@ class Metrics:
         self.queries.inc(delta["hit_tokens"] + delta["miss_tokens"])
         self.hits.inc(delta["hit_tokens"])
         self.evictions.inc(delta["evictions"])
+        self.preemptions.inc(delta["preemptions"])
         for state, key in (("used", "blocks_in_use"), ("cached", "blocks_cached"), ("free", "blocks_free")):
             self.blocks.labels(state).set(stats[key])
 

@@ -1,12 +1,13 @@
-"""What the engine thread does with one request: prepare it (render with the chat template, tokenize, check
-the context, find its session), generate, and report what the cache did (the `kvtestbed` object, the
-session's memory, the live page, the metrics). Runs on the engine thread only."""
+"""What the engine thread does with requests (the `Backend` of engine/serve/worker.py): prepare each one
+(render with the chat template, tokenize, check the context, find its session), hand it to the engine's
+scheduler (`Engine.add_request`; every `step` batches what is in flight), turn the engine's step outputs into
+the job's events, and report what the cache did (the `kvtestbed` object, the session's memory, the live page,
+the metrics). Runs on the engine thread only."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from engine.errors import ContextOverflowError, EngineError
@@ -21,7 +22,7 @@ from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify
 from engine.serve.page import RequestLog
 from engine.serve.sessions import SessionMatch, SessionStore
-from engine.serve.worker import Aborted, Cancelled, Delta, Failed, Finished, Job, Started
+from engine.serve.worker import Aborted, Delta, Failed, Finished, Job, Load, Started
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.tokens import TokenizedText
@@ -40,52 +41,104 @@ class Prepared:
     tokenize_s: float
 
 
+@dataclass
+class Flight:
+    """A request the engine holds: its job, what `prepare` made of it, and when its first token came."""
+
+    job: Job
+    prepared: Prepared
+    first_token: float | None = None
+
+
 class Processor:
-    def __init__(self, engine: Engine, metrics: Metrics, page: RequestLog, default_max_tokens: int) -> None:
-        self.engine, self.metrics, self.page = engine, metrics, page
+    def __init__(
+        self, engine: Engine, metrics: Metrics, page: RequestLog, load: Load, default_max_tokens: int
+    ) -> None:
+        self.engine, self.metrics, self.page, self.load = engine, metrics, page, load
         self.default_max_tokens = default_max_tokens
         self.renderer = TraceRenderer(engine.tokenizer, engine.source.eos_ids)
         a, b = ([{"role": "user", "content": c}] for c in ("A", "B"))
         self.sessions = SessionStore(common_prefix(engine.render(a), engine.render(b)))
+        self.flying: dict[str, Flight] = {}  # engine request id -> its flight
 
-    def run(self, job: Job, generate: Callable[..., Generation]) -> None:
+    def add(self, job: Job) -> None:
+        """Prepare a submitted request and queue it in the engine (or answer it at once: cancelled, bad)."""
         req, picked = job.request, time.perf_counter()
         self.metrics.started(picked - req.submitted_clock)
-        first_token: list[float] = []
-        stats = self.engine.blocks.stats  # O(1) counters (cache_stats() also walks the free blocks)
-        before = stats.hit_tokens
-        outcome = "failed"
+        if job.cancelled.is_set():
+            self._end(job, Aborted(), "aborted", waiting=True)
+            return
         try:
             p = self.prepare(req, picked)
-
-            def on_token(delta: str) -> None:
-                if not first_token:
-                    first_token.append(time.perf_counter())
-                    job.emit(Started(len(p.prompt.ids), stats.hit_tokens - before))  # this admission's hits
-                if delta:
-                    job.emit(Delta(delta))
-
-            gen = generate(
-                on_token,
-                prompt=p.prompt.ids,
-                max_new_tokens=p.max_new_tokens,
-                temperature=req.temperature,
-                top_p=req.top_p,
-                seed=req.seed,
-                stop=req.stop,
+            rid = self.engine.add_request(
+                p.prompt.ids,
+                p.max_new_tokens,
+                req.temperature,
+                req.top_p,
+                req.seed,
+                req.stop,
                 cache_salt=req.model,  # each served model name is its own cache namespace
+                request_id=req.request_id,
             )
-            job.emit(self.finish(req, p, gen, first_token[0] if first_token else time.perf_counter()))
-            outcome = "finished"
-        except Cancelled:
-            job.emit(Aborted())
-            outcome = "aborted"
         except Exception as e:  # noqa: BLE001 - every failure goes back to its client as an error body
-            if not isinstance(e, EngineError):
-                log.exception("request %s failed", req.request_id)
-            job.emit(Failed(from_engine(e)))
-        finally:
-            self.metrics.finished(req.api, outcome, self.engine.cache_stats())
+            self._fail(job, e, waiting=True)
+            return
+        self.flying[rid] = Flight(job, p)
+
+    def abort(self, job: Job) -> None:
+        """The client went away: the engine drops the request and releases its blocks now."""
+        flight = self.flying.pop(job.request.request_id, None)
+        if flight is not None:
+            self.engine.abort(job.request.request_id)
+            self._end(job, Aborted(), "aborted", waiting=flight.first_token is None)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.flying)
+
+    def step(self) -> None:
+        """One engine step: every request in flight that sampled a token gets its events."""
+        try:
+            outputs = self.engine.step()
+        except Exception as e:  # noqa: BLE001 - a failed step fails the requests it held, never the server
+            for rid, flight in list(self.flying.items()):
+                self.engine.abort(rid)
+                self._fail(flight.job, e, waiting=flight.first_token is None)
+            self.flying.clear()
+            return
+        now = time.perf_counter()
+        for out in outputs:
+            flight = self.flying.get(out.request_id)
+            if flight is None:
+                continue
+            job = flight.job
+            if flight.first_token is None:
+                flight.first_token = now
+                self.load.leave()
+                job.emit(Started(out.prompt_tokens, out.cached_tokens))
+            if out.text:
+                job.emit(Delta(out.text))
+            if out.generation is None:
+                continue
+            del self.flying[out.request_id]
+            try:
+                finished = self.finish(job.request, flight.prepared, out.generation, flight.first_token)
+            except Exception as e:  # noqa: BLE001
+                self._fail(job, e, waiting=False)
+                continue
+            self.load.served(now - flight.prepared.picked)
+            self._end(job, finished, "finished", waiting=False)
+
+    def _fail(self, job: Job, error: Exception, waiting: bool) -> None:
+        if not isinstance(error, EngineError):
+            log.exception("request %s failed", job.request.request_id, exc_info=error)
+        self._end(job, Failed(from_engine(error)), "failed", waiting)
+
+    def _end(self, job: Job, event: Finished | Failed | Aborted, outcome: str, waiting: bool) -> None:
+        """The job's last event; `waiting`: it had no first token yet, so it still counted as waiting."""
+        if waiting:
+            self.load.leave()
+        job.emit(event)
+        self.metrics.finished(job.request.api, outcome, self.engine.cache_stats())
 
     def prepare(self, req: ChatRequest, picked: float) -> Prepared:
         key = req.session_id or ""  # implicit sessions share one incremental tokenizer key
@@ -131,7 +184,7 @@ class Processor:
             PastRequest(req.request_id, p.match.session, req.model, p.prompt.ids + gen.token_ids[:-1])
         )
         timing = {
-            "queue_s": p.picked - req.submitted_clock,
+            "queue_s": p.picked - req.submitted_clock + gen.timing.queue_s,  # to the engine, then to a step
             "render_s": p.render_s,
             "tokenize_s": p.tokenize_s,
             "lookup_s": gen.timing.lookup_s,

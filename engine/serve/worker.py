@@ -1,10 +1,10 @@
 """The engine thread: the one thread that owns the `Engine`.
 
-The asyncio side submits `Job`s (and aborts them) through a command queue; the thread drains it, runs the
-engine, and sends each job's events (`Started`, `Delta`, `Finished`, `Failed`, `Aborted`) back to that
-job's asyncio queue with `loop.call_soon_threadsafe`. How requests are run is `SerialBackend`'s business:
-one at a time with `Engine.generate`, in arrival order. A batching backend (the engine's add_request /
-step / abort) replaces that one class: `add`, `abort`, `has_unfinished`, `step`.
+The asyncio side submits `Job`s (and aborts them) through a command queue; the thread drains it between
+engine steps, and each job's events (`Started`, `Delta`, `Finished`, `Failed`, `Aborted`) go back to that
+job's asyncio queue with `loop.call_soon_threadsafe`. What the thread does with jobs is its `Backend`'s
+business (engine/serve/processing.py: the engine's add_request / step / abort, so requests in flight are
+batched by the engine's scheduler).
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ import math
 import queue
 import statistics
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from engine.runtime.engine import Engine
 from engine.runtime.outputs import Generation
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError
@@ -58,11 +56,6 @@ class Aborted:
 
 Event = Started | Delta | Finished | Failed | Aborted
 FINAL = (Finished, Failed, Aborted)
-
-
-class Cancelled(Exception):
-    """Raised inside `on_token` to stop a request's decoding; `Engine.generate` releases its blocks in a
-    `finally`."""
 
 
 class Job:
@@ -107,54 +100,17 @@ class Load:
             self.recent_s.append(seconds)
 
 
-class SerialBackend:
-    """Each request to completion with `Engine.generate`, in arrival order. `process(job, generate)`
-    prepares the request, generates through `generate(on_token, **generate_options)` and reports
-    (engine/serve/processing.py)."""
+class Backend(Protocol):
+    load: Load
 
-    def __init__(
-        self, engine: Engine, load: Load, process: Callable[[Job, Callable[..., Generation]], None]
-    ) -> None:
-        self.engine, self.load, self.process = engine, load, process
-        self.waiting: deque[Job] = deque()
-
-    def add(self, job: Job) -> None:
-        self.waiting.append(job)
-
-    def abort(self, job: Job) -> None:
-        """Drop a job that has not started; a running one stops at its next token (`Cancelled`)."""
-        if job in self.waiting:
-            self.waiting.remove(job)
-            self.load.leave()
-            job.emit(Aborted())
-
-    def has_unfinished(self) -> bool:
-        return bool(self.waiting)
-
-    def step(self) -> None:
-        """Run the next job to completion."""
-        if not self.waiting:
-            return
-        job = self.waiting.popleft()
-        self.load.leave()
-        if job.cancelled.is_set():
-            job.emit(Aborted())
-            return
-        start = time.perf_counter()
-        self.process(job, lambda on_token, **options: self._generate(job, on_token, **options))
-        self.load.served(time.perf_counter() - start)
-
-    def _generate(self, job: Job, on_token: Callable[[str], None], **options: Any) -> Generation:
-        def checked(delta: str) -> None:
-            if job.cancelled.is_set():
-                raise Cancelled
-            on_token(delta)
-
-        return self.engine.generate(on_token=checked, **options)
+    def add(self, job: Job) -> None: ...
+    def abort(self, job: Job) -> None: ...
+    def has_unfinished(self) -> bool: ...
+    def step(self) -> None: ...
 
 
 class EngineWorker:
-    def __init__(self, backend: SerialBackend, max_queue: int) -> None:
+    def __init__(self, backend: Backend, max_queue: int) -> None:
         self.backend, self.load, self.max_queue = backend, backend.load, max_queue
         self.commands: queue.SimpleQueue[tuple[str, Job | None]] = queue.SimpleQueue()
         self.thread = threading.Thread(target=self._loop, name="kvtestbed-engine", daemon=True)
