@@ -36,8 +36,9 @@ def test_every_format_renders_to_the_same_tokens() -> None:
 
 
 def test_the_anthropic_example_marks_system_and_last_message() -> None:
-    requests = load_trace(EXAMPLES["anthropic"])
-    assert [[b.message for b in r.breakpoints] for r in requests][-1] == [0, len(requests[-1].messages) - 1]
+    last = load_trace(EXAMPLES["anthropic"])[-1]
+    system = next(i for i, b in enumerate(last.blocks) if b.section == "system")
+    assert [b.block for b in last.breakpoints] == [system, len(last.blocks) - 1]
 
 
 def test_examples_ship_as_package_data() -> None:
