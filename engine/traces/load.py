@@ -4,7 +4,9 @@
 A request may be wrapped in a log envelope: `{"timestamp": ..., "session_id": ..., "body": {...}}` (or
 `"request"` for `"body"`). Timestamps are numbers of seconds or ISO 8601 strings, read from the envelope
 (`timestamp`, `ts`, `time`, `created_at`); the session from `session_id`/`session` or `metadata.session_id`,
-else the file's name. Anything malformed is refused naming the request (1-based) and the field.
+else the file's name. Anything malformed is refused naming the request (1-based) and the field. Files
+that harnesses, proxies and tracers write (Claude Code, Codex, claude-trace, HAR, OpenTelemetry) are
+detected as a whole and read by their own readers (`engine.traces.file_readers`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.formats import PARSERS, detect
+from engine.traces.file_readers import read_file
+from engine.traces.formats import FILE_FORMATS, FORMATS, PARSERS, detect, detect_file
+from engine.traces.records import read_text
 from engine.traces.request import FieldError, TraceRequest
 
 TIME_KEYS = ("timestamp", "ts", "time", "created_at")
@@ -74,8 +78,13 @@ def unwrap(entry: Any) -> tuple[Any, float | None, str | None]:
 
 def load_trace(path: Path, fmt: str | None = None) -> list[TraceRequest]:
     """Every request of the file, in order, in the file's one format (`fmt` forces it)."""
-    if fmt is not None and fmt not in PARSERS:
-        raise TraceError(f"unknown trace format {fmt!r}; choose from {', '.join(PARSERS)}")
+    if fmt is not None and fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r}; choose from {', '.join(FORMATS)}")
+    kind = fmt if fmt in FILE_FORMATS else detect_file(read_text(path)) if fmt is None else None
+    if kind == "mooncake":
+        raise TraceError(f"{path} is a hash-id trace (no text): it is analyzed with --analyze, as hash ids")
+    if kind is not None:
+        return read_file(path, kind).requests
     requests, found = [], fmt
     for i, entry in enumerate(read_entries(path)):
         try:

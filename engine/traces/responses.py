@@ -4,8 +4,8 @@
 `message` items (also the bare `{"role", "content"}` form), tool calls (`function_call`, and the
 `custom_tool_call` and `local_shell_call` items Codex records; attached to the assistant message just
 before it, as Chat Completions would carry it, else a message of its own) and their outputs (tool
-messages). `reasoning` items are dropped: a chat template renders no earlier
-reasoning. `prompt_cache_key` and `prompt_cache_retention` are kept as Chat Completions keeps them.
+messages). `reasoning` items are dropped (a chat template renders no earlier reasoning), and so are
+`web_search_call` items (a server-side search: no text of the conversation). `prompt_cache_key` and `prompt_cache_retention` are kept as Chat Completions keeps them.
 `previous_response_id` is refused: the server-side state it names is not in the trace.
 """
 
@@ -17,7 +17,7 @@ from engine.prompts.messages import Message, tool_call
 from engine.traces.openai_chat import CHAT_ROLES, cache_hints, parts_text
 from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
-DROPPED = ("reasoning",)
+DROPPED = ("reasoning", "web_search_call")
 CALLS = {
     "function_call": "arguments",
     "custom_tool_call": "input",

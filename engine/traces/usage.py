@@ -75,7 +75,8 @@ def openai_usage(
     usage: Any, model: str | None, where: str = "usage", provider: str = "openai"
 ) -> RecordedUsage:
     """OpenAI's `usage`, Chat Completions (`prompt_tokens`, `prompt_tokens_details.cached_tokens`) or
-    Responses (`input_tokens`, `input_tokens_details.cached_tokens`): the prompt count includes the reads."""
+    Responses (`input_tokens`, `input_tokens_details.cached_tokens`), and DeepSeek's
+    `prompt_cache_hit_tokens`: the prompt count includes the reads."""
     if not isinstance(usage, dict):
         raise FieldError(where, f"expected an object, got {type(usage).__name__}")
     chat = "prompt_tokens" in usage
@@ -83,10 +84,13 @@ def openai_usage(
         ("prompt_tokens", "prompt_tokens_details") if chat else ("input_tokens", "input_tokens_details")
     )
     details = usage.get(details_key) if isinstance(usage.get(details_key), dict) else {}
+    read = count(details, "cached_tokens", f"{where}.{details_key}")
+    if "prompt_cache_hit_tokens" in usage:  # DeepSeek's spelling of the same count
+        read = count(usage, "prompt_cache_hit_tokens", where)
     return RecordedUsage(
         provider,
         model,
         prompt_tokens=count(usage, prompt_key, where),
-        cache_read_tokens=count(details, "cached_tokens", f"{where}.{details_key}"),
+        cache_read_tokens=read,
         output_tokens=count(usage, "completion_tokens" if chat else "output_tokens", where),
     )

@@ -8,9 +8,14 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TraceError
-from engine.traces.formats import detect
+from engine.traces.formats import detect, detect_file
 from engine.traces.load import load_trace
+from engine.traces.shipped import EXAMPLES
 from tests.traces.conversation import anthropic, chat, responses
+from tests.traces.write_captures import claude_trace_log, har_file
+from tests.traces.write_claude_code import claude_code_project
+from tests.traces.write_codex import codex_rollout
+from tests.traces.write_otel import otel_export
 
 
 @pytest.mark.parametrize(
@@ -73,3 +78,25 @@ def test_bad_traces_name_request_and_field(tmp_path: Path, content: str, message
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="does not exist"):
         load_trace(tmp_path / "nope.json")
+
+
+@pytest.mark.parametrize(
+    ("write", "fmt"),
+    [
+        (lambda d: claude_code_project(d / "p") / "session-a.jsonl", "claude-code"),
+        (lambda d: codex_rollout(d / "rollout-1.jsonl"), "codex"),
+        (lambda d: claude_trace_log(d / "log.jsonl"), "claude-trace"),
+        (lambda d: har_file(d / "c.har"), "har"),
+        (lambda d: otel_export(d / "spans.json"), "otel"),
+        (lambda d: EXAMPLES["mooncake"], "mooncake"),
+        (lambda d: EXAMPLES["anthropic"], None),  # request bodies: told apart per entry
+    ],
+)
+def test_file_formats_are_detected_by_their_first_record(tmp_path: Path, write, fmt: str | None) -> None:
+    assert detect_file(write(tmp_path).read_text()) == fmt
+
+
+def test_load_trace_reads_file_formats_and_refuses_hash_ids(tmp_path: Path) -> None:
+    assert len(load_trace(codex_rollout(tmp_path / "r.jsonl"))) == 4
+    with pytest.raises(TraceError, match="is a hash-id trace"):
+        load_trace(EXAMPLES["mooncake"])

@@ -92,7 +92,7 @@ def test_anthropic_refuses_a_fifth_breakpoint() -> None:
         (
             parse_responses,
             responses,
-            lambda b: b["input"].append({"type": "web_search_call"}),
+            lambda b: b["input"].append({"type": "file_search_call"}),
             r"input\[5\]\.type",
         ),
         (parse_responses, responses, lambda b: b.update(previous_response_id="r1"), "previous_response_id"),

