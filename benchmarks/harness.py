@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ class Shapes:
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
     warm: tuple[int, ...] = ()  # prompt lengths L prefilled with one block and with L/2 tokens cached
     trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
+    hash_requests: int = 100_000  # requests of the hash-id (Mooncake) replay case
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -62,7 +64,17 @@ class Shapes:
 
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
-QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,), trace=(20, 8000))
+QUICK = Shapes(
+    (128,),
+    (256, 512),
+    (32,),
+    (16, 64, 256),
+    (512, 360),
+    2.0,
+    warm=(512,),
+    trace=(20, 8000),
+    hash_requests=10_000,
+)
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
 DEVICE = Shapes(
     (512, 2048, 8192),
@@ -73,9 +85,12 @@ DEVICE = Shapes(
     0.5,
     warm=(2048, 8192),
     trace=(20, 8000),
+    hash_requests=10_000,
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
-SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000))
+SMOKE = Shapes(
+    (64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000), hash_requests=2_000
+)
 SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
 MAX_ROUNDS = 200
 
@@ -196,3 +211,26 @@ def measure(
     result = benchmark.pedantic(timed, setup=setup, rounds=rounds, iterations=1)
     benchmark.extra_info["load_1min"] = os.getloadavg()[0]  # others' work on the machine skews timings
     return result
+
+
+def cpu_benchmark(
+    benchmark: Any, fn: Callable[[], Any], budget_s: float, group: str
+) -> tuple[list[Any], list[float]]:
+    """Time a device-free `fn` by process CPU time (on a shared machine, wall time measures the others' work
+    too): one untimed warm-up fixes the round count (the budget over one call, 2 to 5), then the rounds.
+    Returns the timed calls' results and CPU seconds."""
+    results: list[Any] = []
+    cpu_s: list[float] = []
+
+    def call() -> None:
+        start = time.process_time()
+        results.append(fn())
+        cpu_s.append(time.process_time() - start)
+
+    start = time.perf_counter()
+    call()
+    benchmark.group = group
+    benchmark.pedantic(
+        call, rounds=max(2, min(5, int(budget_s / (time.perf_counter() - start)))), iterations=1
+    )
+    return results[1:], cpu_s[1:]

@@ -241,7 +241,9 @@ def main() -> None:
             for r in hashed.requests
         )
     )
-    print(f"wrote {len(REQUEST_ENDS)} requests x 3 formats and {len(hashed.requests)} hash-id requests to {OUT}")
+    print(
+        f"wrote {len(REQUEST_ENDS)} requests x 3 formats and {len(hashed.requests)} hash-id requests to {OUT}"
+    )
 
 
 if __name__ == "__main__":

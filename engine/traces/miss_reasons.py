@@ -35,7 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.traces.blocks import canonical
 from engine.traces.request import TraceRequest
 
 REASONS = (
@@ -82,12 +81,12 @@ def divergence(previous: TraceRequest, current: TraceRequest) -> str | None:
     carries `previous`'s model, tools, system prompt and messages unchanged."""
     if previous.model != current.model and None not in (previous.model, current.model):
         return "model_changed"
-    if canonical(previous.tools or []) != canonical(current.tools or []):
+    if (previous.tools or []) != (current.tools or []):  # value equality: key order does not matter
         return "tools_changed"
     (sys_p, rest_p), (sys_c, rest_c) = _leading_system(previous), _leading_system(current)
-    if canonical(sys_p) != canonical(sys_c):
+    if sys_p != sys_c:
         return "system_changed"
-    if len(rest_c) < len(rest_p) or canonical(rest_c[: len(rest_p)]) != canonical(rest_p):
+    if len(rest_c) < len(rest_p) or rest_c[: len(rest_p)] != rest_p:
         return "messages_changed"
     return None
 
