@@ -86,8 +86,9 @@ def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None
     session = str(raw.get("sessionId") or path.stem)
     if raw.get("isSidechain"):
         session = f"{session}:agent-{raw.get('agentId') or path.stem}"
+    parents = (raw.get("parentUuid"), raw.get("logicalParentUuid"))
     return _Record(
-        path, line, uuid, raw.get("parentUuid"), kind, message, when, session, raw.get("logicalParentUuid")
+        path, line, uuid, parents[0], kind, message, when, session, parents[1], raw.get("requestId")
     )
 
 
@@ -222,7 +223,7 @@ def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Suppli
         session=first.session,
         request_id=first.response,
         parent_id=parent,
-        parent_missing=missing or broken and parent is None,
+        parent_missing=missing or (broken and parent is None),
         missing=supplied.missing(holds_system=False),
         recorded=usage,
     )

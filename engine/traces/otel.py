@@ -59,7 +59,10 @@ def any_value(value: Any) -> Any:
         if key in value:
             return value[key]
     if "intValue" in value:  # int64 as a decimal string in OTLP JSON
-        return int(value["intValue"])
+        try:
+            return int(value["intValue"])
+        except (TypeError, ValueError):
+            raise FieldError("intValue", f"expected an integer, got {value['intValue']!r:.40}") from None
     if "arrayValue" in value:
         return [any_value(v) for v in (value["arrayValue"] or {}).get("values", [])]
     if "kvlistValue" in value:
