@@ -9,9 +9,12 @@ hash of the prompt's first ~256 tokens combined with `prompt_cache_key` when one
 different keys (or a key and none) land apart, modelled as separate caches; one machine serving a key
 spills to others past ~15 requests a minute, which this rule ignores. No write surcharge on these models.
 
-Read prices (cached input / input), from https://platform.openai.com/docs/pricing (checked 2026-12-01):
-0.5 for gpt-4o / gpt-4o-mini and the o1 family (o1, o1-mini, o3-mini); 0.25 for gpt-4.1 (and -mini, -nano),
-o3 and o4-mini; 0.1 for gpt-5 and its point releases (gpt-5.x, -mini, -nano, -codex).
+Read prices (the pricing page's cached-input price over its input price, https://platform.openai.com/docs/pricing,
+as of 2026-12-01: the gpt-4o / gpt-4.1 / gpt-5 rows as the project's reference notes give them, the o-series
+rows from the published per-model prices, o1 $15.00 / $7.50, o1-mini and o3-mini $1.10 / $0.55, o3 $2.00 /
+$0.50, o4-mini $1.10 / $0.275 per million tokens): 0.5 for gpt-4o / gpt-4o-mini and the o1 family (o1,
+o1-mini, o3-mini); 0.25 for gpt-4.1 (and -mini, -nano), o3 and o4-mini; 0.1 for gpt-5 and its point releases
+(gpt-5.x, -mini, -nano, -codex).
 """
 
 from __future__ import annotations
