@@ -63,6 +63,9 @@ LOAD_CASES = [
         {"prefill_chunk": 0}, InvalidArgumentError, r"prefill_chunk must be at least 1", id="chunk 0"
     ),
     pytest.param(
+        {"max_num_seqs": 0}, InvalidArgumentError, r"max_num_seqs must be at least 1", id="max_num_seqs 0"
+    ),
+    pytest.param(
         {"cache": "yes"}, InvalidArgumentError, r"cache must be True or False, got 'yes'", id="cache str"
     ),
     # an unknown keyword is Python's own TypeError, raised at the call before any work (no **options)

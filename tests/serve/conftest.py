@@ -1,7 +1,7 @@
 """Real server processes for the serve tests: `python -m engine.serve` on free loopback ports, started
 together once per session (SmolLM2, recording a trace; a tiny random Qwen2 with the offline Qwen tokenizer,
-whose chat template has a tool section, behind an API key with a one-request queue and a 1 MiB body
-limit), each waited for with a bounded loop and always terminated."""
+whose chat template has a tool section, behind an API key, running one request at a time with a
+one-request queue and a 1 MiB body limit), each waited for with a bounded loop and always terminated."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def servers(
         "qwen": start(
             ["--model", str(qwen), "--device", "cpu", "--cache-tokens", "32768", "--api-key", KEY]
             + ["--served-model-name", "tiny-qwen", "--served-model-name", "tiny-qwen-b"]
-            + ["--max-queue", "1", "--max-body-mb", "1"],
+            + ["--max-num-seqs", "1", "--max-queue", "1", "--max-body-mb", "1"],
             folder / "qwen.log",
         ),
     }
