@@ -16,7 +16,7 @@ from engine.errors import (
     UnsupportedModelError,
     WeightsError,
 )
-from engine.loading.sources import _alias_path
+from engine.loading.sources import alias_path
 from tests.conftest import edit_config
 
 
@@ -94,7 +94,7 @@ def test_missing_tensor(copy_of) -> None:
 
 @pytest.mark.parametrize("cut", [0.5, 0.999])
 def test_corrupt_or_truncated_gguf(tmp_path, cut: float) -> None:
-    data = _alias_path("smollm2-135m").read_bytes()
+    data = alias_path("smollm2-135m").read_bytes()
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(data[: int(len(data) * cut)])
     with pytest.raises(WeightsError, match="cannot read GGUF"):

@@ -55,7 +55,7 @@ def resolve(model: str, seed: int = 0) -> ModelSource:
     if model.startswith("synthetic:"):
         return _synthetic(model, seed)
     if model in ALIASES:
-        return _gguf(model, _alias_path(model))
+        return _gguf(model, alias_path(model))
     path = Path(model).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return _gguf(model, path)
@@ -84,7 +84,8 @@ def _synthetic(model: str, seed: int) -> ModelSource:
     return ModelSource(model, "synthetic", config, digest, None, tok_dir, (151645, 151643), seed)
 
 
-def _alias_path(alias: str) -> Path:
+def alias_path(alias: str) -> Path:
+    """The file an alias names, inside the installed package that ships it."""
     package, file = ALIASES[alias]
     spec = importlib.util.find_spec(package)  # found without importing it: it imports `llm`, which we lack
     if spec is None or spec.origin is None:

@@ -13,7 +13,7 @@ import torch
 
 import engine
 from engine.errors import CacheFolderError, UnsupportedModelError, WeightsError
-from engine.loading.sources import _alias_path
+from engine.loading.sources import alias_path
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -23,7 +23,7 @@ def test_logits_match_transformers_gguf(smollm2_on_device, precision) -> None:
     measured here on the same model and prompt (tests/precision.py)."""
     from transformers import AutoModelForCausalLM
 
-    path: Path = _alias_path("smollm2-135m")
+    path: Path = alias_path("smollm2-135m")
     ref = AutoModelForCausalLM.from_pretrained(
         str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
     ).eval()
@@ -133,7 +133,7 @@ def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> No
 
 def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
     bad = tmp_path / "cut.gguf"
-    bad.write_bytes(_alias_path("smollm2-135m").read_bytes()[:1000])
+    bad.write_bytes(alias_path("smollm2-135m").read_bytes()[:1000])
     with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
         engine.load(str(bad))
     assert "out of bounds" not in str(caught.value)
