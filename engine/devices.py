@@ -1,4 +1,5 @@
-"""Device and dtype choice, device synchronization for honest timings, and memory sizing."""
+"""Device and dtype choice, device synchronization for honest timings, memory sizing, and telling an
+allocation failure apart."""
 
 from __future__ import annotations
 
@@ -57,6 +58,14 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
     if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise DeviceError("bfloat16 is not supported on this CUDA device; use float16")
     return dtype
+
+
+def allocation_failed(error: BaseException) -> bool:
+    """Whether `error` is a failed memory allocation: torch.OutOfMemoryError on a GPU, and on a CPU the
+    allocator's plain RuntimeError ("DefaultCPUAllocator: can't allocate memory")."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -1,6 +1,6 @@
 """Half precision on every device present (CPU always; CUDA and MPS when the machine has them), whatever
 the run's --dtype, so that the default float32 run checks bfloat16 and float16 too; and --device refusing a
-device this machine lacks, in one line.
+device this machine lacks, in one line; and allocation failures told apart.
 
 Tolerances come from tests/precision.py: transformers in the same dtype and device strays from its own
 float32 logits by E; ours may stray by 3E; prefix reuse and decode must match our plain forward within E.
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import engine
-from engine.devices import DTYPES
+from engine.devices import DTYPES, allocation_failed
 from tests.conftest import build_hf_model
 from tests.precision import Precision
 
@@ -72,3 +72,11 @@ def test_an_absent_device_stops_the_run_in_one_line() -> None:
     )
     assert proc.returncode == 4 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == "", proc.stderr
+
+
+def test_a_failed_allocation_is_told_apart_from_other_errors() -> None:
+    with pytest.raises(RuntimeError) as cpu_failure:  # 2^57 bytes: more than any address space
+        torch.empty(2**55, dtype=torch.float32)
+    assert allocation_failed(cpu_failure.value) and not isinstance(cpu_failure.value, torch.OutOfMemoryError)
+    assert allocation_failed(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not allocation_failed(RuntimeError("shape mismatch")) and not allocation_failed(ValueError("x"))

@@ -14,7 +14,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from engine.arguments import boolean, integer, stop_strings, string
-from engine.devices import dtype_name, now
+from engine.devices import allocation_failed, dtype_name, now
 from engine.errors import InvalidArgumentError
 from engine.inspect.attention import MAX_BYTES, AttentionMaps, capture
 from engine.kv.block_manager import BlockManager
@@ -192,11 +192,13 @@ class Engine:
 
     def _window(self, seq: SequenceState, capacity: int) -> KVWindow | None:
         """The sequence's attention context for prefill and decode, holding its cached prefix (one gather);
-        None where device memory cannot hold the copy, and then every step after the first gathers its
-        context from the pool instead (same numbers, more traffic)."""
+        None where memory cannot hold the copy (on any device), and then every step after the first gathers
+        its context from the pool instead (same numbers, more traffic)."""
         try:
             return KVWindow.from_blocks(self.kv, seq.block_table, seq.num_kv, capacity)
-        except torch.OutOfMemoryError:
+        except RuntimeError as e:  # torch.OutOfMemoryError on a GPU, the allocator's RuntimeError on a CPU
+            if not allocation_failed(e):
+                raise
             return None
 
     # ---- attention (computed by engine.inspect.attention from this engine's model) ---------------
