@@ -1,5 +1,6 @@
-"""The bench commands' flags and the default-model rule: `auto` is Qwen2.5-0.5B-Instruct when it can be
-had, else the bundled SmolLM2 (with a notice)."""
+"""The bench commands' flags, the default-model rule (`auto` is Qwen2.5-0.5B-Instruct when it can be had,
+else the bundled SmolLM2, with a notice) and the default dtype of timed commands (by what the CPU can do,
+said at the start)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 from engine.arguments import int_flag
 from engine.bench.reporting.run_folder import add_out_args, check_out
 from engine.cli import add_model_args, engine_options
+from engine.devices import dtype_name, resolve_device, resolve_dtype, timing_dtype
 from engine.errors import ModelNotFoundError
 from engine.loading.sources import resolve
 from engine.runtime.engine import Engine
@@ -51,11 +53,25 @@ def chosen_model(args: argparse.Namespace) -> str:
         return FALLBACK_MODEL
 
 
-def open_engine(args: argparse.Namespace) -> Engine:
-    """The engine of `chosen_model`, with a notice when its weights are synthetic."""
+def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
+    """The engine of `chosen_model`, with a notice when its weights are synthetic. A `timed` command's
+    default dtype (no --dtype, or auto) is `engine.devices.timing_dtype` (on a CPU: bfloat16 where it has
+    native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default. Either way
+    one line says which dtype and why."""
     check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
-    engine = load(model, args.device, args.dtype, seed=args.seed, **engine_options(args))
+    device = resolve_device(args.device)
+    if args.dtype not in (None, "", "auto"):
+        dtype, why = resolve_dtype(args.dtype, device), "given by --dtype"
+    elif timed:
+        dtype, why = timing_dtype(device)
+    else:
+        dtype, why = (
+            resolve_dtype(None, device),
+            "the exact default (this command inspects, it does not time)",
+        )
+    print(f"[dtype {dtype_name(dtype)}: {why}]", file=sys.stderr)
+    engine = load(model, args.device, dtype_name(dtype), seed=args.seed, **engine_options(args))
     if engine.source.synthetic:
         print(
             f"[{model}: synthetic random weights: timings are real, generated text is meaningless]",
