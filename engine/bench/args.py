@@ -8,7 +8,9 @@ import argparse
 import sys
 
 from engine.arguments import int_flag
+from engine.bench.harness.contention import busy_warning
 from engine.bench.reporting.run_folder import add_out_args, check_out
+from engine.bench.reporting.stats import MIN_PASSES
 from engine.cli import add_model_args, engine_options
 from engine.devices import dtype_name, resolve_device, resolve_dtype, timing_dtype
 from engine.errors import ModelNotFoundError
@@ -29,11 +31,15 @@ def add_run_args(
     parser.add_argument("--seed", type=int_flag(0), default=0, help=seed_help)
 
 
-def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
-    """The replaying commands' flags: `add_run_args` plus timed repeats."""
+def add_bench_args(parser: argparse.ArgumentParser) -> None:
+    """The replaying commands' flags: `add_run_args` plus timed repeats (default: the fewest passes at which
+    a paired sign test can tell two arms apart, `engine.bench.reporting.stats.MIN_PASSES`)."""
     add_run_args(parser, "scenario seed (and synthetic weights seed)")
     parser.add_argument(
-        "--repeats", type=int_flag(1), default=repeats, help=f"timed repeats per turn (default {repeats})"
+        "--repeats",
+        type=int_flag(1),
+        default=MIN_PASSES,
+        help=f"timed passes (default {MIN_PASSES}: the fewest at which a sign test can give a verdict)",
     )
 
 
@@ -57,7 +63,7 @@ def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
     """The engine of `chosen_model`, with a notice when its weights are synthetic. A `timed` command's
     default dtype (no --dtype, or auto) is `engine.devices.timing_dtype` (on a CPU: bfloat16 where it has
     native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default. Either way
-    one line says which dtype and why."""
+    one line says which dtype and why, and a warning says when the machine is busier than its cores."""
     check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
     device = resolve_device(args.device)
@@ -72,6 +78,8 @@ def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
         )
     print(f"[dtype {dtype_name(dtype)}: {why}]", file=sys.stderr)
     engine = load(model, args.device, dtype_name(dtype), seed=args.seed, **engine_options(args))
+    if timed and (warning := busy_warning()) is not None:
+        print(warning, file=sys.stderr)
     if engine.source.synthetic:
         print(
             f"[{model}: synthetic random weights: timings are real, generated text is meaningless]",

@@ -10,7 +10,10 @@ passes teacher-force them, which writes the same K/V blocks that decoding them w
 
 TTFT is admission to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
 are timed apart (`render_s`, `tokenize_s`). Cold baselines run on an engine with its own KV pool over
-the same weights, so they never evict a block of the warm cache.
+the same weights, so they never evict a block of the warm cache; a turn's cold run comes after its warm
+request in one pass and before it in the next (turn t of pass p: cold first when p + t is odd), and the
+order is recorded per pass. Each pass records the machine's load and this process's CPU time against
+wall time (`engine.bench.harness.contention`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.bench.harness.contention import PassLoad, start_pass
 from engine.bench.reporting.stats import spread
 from engine.errors import CompactionError
 from engine.prompts.chat import Message
@@ -76,13 +80,14 @@ class TurnRecord:
     reply: str
     ttft_passes_s: list[float] = field(default_factory=list)  # TTFT of pass 0, 1, ...
     cold_ttft_passes_s: list[float] = field(default_factory=list)
+    cold_first_passes: list[bool] = field(default_factory=list)  # per pass: the cold run came first
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # (label, start, end) of the prompt
     meta: dict[str, Any] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV (meta keys inlined; regions and per-pass lists left out: they are in JSON)."""
         d = asdict(self)
-        skip = ("meta", "regions", "ttft_passes_s", "cold_ttft_passes_s")
+        skip = ("meta", "regions", "ttft_passes_s", "cold_ttft_passes_s", "cold_first_passes")
         return {k: v for k, v in d.items() if k not in skip} | d["meta"]
 
 
@@ -121,6 +126,7 @@ class Replayer:
     ) -> None:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
         self._cold_engine: Engine | None = None
+        self.passes: list[PassLoad] = []  # the machine's load during each finished pass
 
     def cold_engine(self, tokens: int) -> Engine:
         """An engine with its own KV pool of at least `tokens` tokens over the same weights (grown by
@@ -153,7 +159,7 @@ class Replayer:
         replies: dict[str, list[str]] = {c.name: [] for c in conversations}
         forced: dict[tuple[str, int], list[int]] = {}  # tokens of each reply, teacher-forced in later passes
         warm: dict[tuple[str, int], list[Any]] = {}
-        cold: dict[tuple[str, int], list[float]] = {}
+        cold: dict[tuple[str, int], list[tuple[float, bool]]] = {}  # (TTFT, ran before the warm request)
         encode: dict[tuple[str, int], list[Any]] = {}  # the request's render/tokenize timings per pass
         # (conversation, turn) -> the request and its token ids, kept for inspection after the run
         self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
@@ -171,8 +177,10 @@ class Replayer:
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
         warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
         self.cold_engine(64).generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        self.passes = []
         for p in range(self.repeats):
             e.reset_cache()
+            finish_pass = start_pass(e.device)
             start = p % len(conversations)  # rotate who goes first within a turn
             for t in range(turns):
                 for conv in conversations[start:] + conversations[:start]:
@@ -187,6 +195,9 @@ class Replayer:
                         bar.update()
                         continue
                     req, ids = requests[key]
+                    cold_first = self.cold and (p + t) % 2 == 1
+                    if cold_first:
+                        cold.setdefault(key, []).append((self._cold_ttft(ids), True))
                     encoded = e.prompts.render_timed(req.messages, req.tools)
                     assert encoded.ids == ids, "the request rendered differently in a later pass"
                     encode.setdefault(key, []).append(encoded)
@@ -209,12 +220,12 @@ class Replayer:
                         if len(forced[key]) > 1:
                             e.generate(ids + forced[key][:-1], max_new_tokens=1, cache_salt=conv.name)
                     warm.setdefault(key, []).append(gen)
-                    if self.cold:
-                        cold_gen = self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False)
-                        cold.setdefault(key, []).append(cold_gen.timing.ttft_s)
+                    if self.cold and not cold_first:
+                        cold.setdefault(key, []).append((self._cold_ttft(ids), False))
                     if p == 0:
                         self.finished.append(key)
                     bar.update()
+            self.passes.append(finish_pass())
         bar.close()
         return [
             self._record(c.name, t, requests, forced, warm, cold, replies, encode)
@@ -222,6 +233,10 @@ class Replayer:
             for t in range(turns)
             if (c.name, t) in requests
         ]
+
+    def _cold_ttft(self, ids: list[int]) -> float:
+        """TTFT of `ids` with no cache, on the cold engine's own pool."""
+        return self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
 
     @staticmethod
     def _given_reply(conv: Conversation, t: int, replies: dict[str, list[str]]) -> str | Message | None:
@@ -256,7 +271,7 @@ class Replayer:
             lcp = common_prefix(ids, before)
             first_change = lcp if lcp < len(before) else -1
         ttft = spread(g.timing.ttft_s for g in gens)
-        colds = cold.get((name, t), [])
+        colds = [ttft for ttft, _ in cold.get((name, t), [])]
         cold_ttft = spread(colds) if colds else {"median": 0.0, "min": 0.0, "max": 0.0}
         return TurnRecord(
             conversation=name,
@@ -286,7 +301,8 @@ class Replayer:
             tokenize_s=spread(x.tokenize_s for x in encode[(name, t)])["median"],
             reply=replies[name][t],
             ttft_passes_s=[g.timing.ttft_s for g in gens],
-            cold_ttft_passes_s=list(colds),
+            cold_ttft_passes_s=colds,
+            cold_first_passes=[first for _, first in cold.get((name, t), [])],
             regions=[(r.label, r.start, r.end) for r in rendered.regions],
             meta=dict(req.meta),
         )

@@ -7,6 +7,7 @@ import pytest
 
 import engine
 from engine.bench.harness.replayer import Conversation, Replayer, Request
+from engine.runtime.engine import Engine
 
 SYSTEM = "You answer questions about blocks and caches. " * 8
 
@@ -92,3 +93,29 @@ def test_render_and_tokenize_are_timed_apart_from_ttft(tiny) -> None:
     assert by_ids.timing.render_s == by_ids.timing.tokenize_s == 0.0
     text = tiny.generate("how long is a block?", max_new_tokens=1, cache=False)
     assert text.timing.render_s == 0.0 and text.timing.tokenize_s > 0
+
+
+def test_cold_runs_alternate_before_and_after_the_warm_request(tiny, monkeypatch) -> None:
+    calls: list[str] = []  # "cold" or "warm", per generate call after the replayer's warm-up
+    real = Engine.generate
+
+    def recording(self, *args, **kwargs):
+        calls.append("cold" if kwargs.get("cache") is False else "warm")
+        return real(self, *args, **kwargs)
+
+    replayer = Replayer(tiny.with_own_pool(1024), repeats=4, reply_tokens_max=2, cold=True)
+    monkeypatch.setattr(Engine, "generate", recording)
+    records = replayer.run([Conversation("a", chat("A. "), lambda t: "ok")], turns=2)
+    first, second = records
+    assert first.cold_first_passes == [False, True, False, True]  # turn 1: after, before, after, before
+    assert second.cold_first_passes == [True, False, True, False]
+    # what ran: the warm-up, then per (pass, turn) the warm request, its reply published, and the cold run
+    groups = [calls[1 + 3 * i : 4 + 3 * i] for i in range(8)]
+    order = [
+        first.cold_first_passes[p] if t == 0 else second.cold_first_passes[p]
+        for p in range(4)
+        for t in (0, 1)
+    ]
+    assert [g[0] == "cold" for g in groups] == order
+    assert all(sorted(g) == ["cold", "warm", "warm"] for g in groups)
+    assert len(replayer.passes) == 4 and all(x.wall_s > 0 and x.cpu_s > 0 for x in replayer.passes)

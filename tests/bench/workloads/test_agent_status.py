@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine.bench.commands.statusbar import replay_status
-from engine.bench.harness.replayer import reply_tokens
+from engine.bench.harness.replayer import Replayer, reply_tokens
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     build_trajectory,
@@ -30,7 +30,7 @@ BS = 16
 def run(tiny_dir):
     e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 14)
     traj = build_trajectory(e.tokenizer, steps=6, status_tokens=120, reply_tokens=40)
-    records = replay_status(e, traj, list(STATUS_LAYOUTS), repeats=1, desc="test")
+    records = replay_status(Replayer(e, repeats=1, cold=False), traj, list(STATUS_LAYOUTS), "test")
     return e, traj, {name: [r for r in records if r.conversation == name] for name in STATUS_LAYOUTS}
 
 
