@@ -60,6 +60,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "context": list(shapes.contexts),
         "cached_new": shapes.cached_new,
         "block_size": list(shapes.block_sizes),
+        "batch": list(shapes.batch),
     }
     for name, values in params.items():
         if name in metafunc.fixturenames:

@@ -1,5 +1,6 @@
 """The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
-lack (metadata keys, tensors) refused by name, and a truncated file one clear line."""
+lack (metadata keys, tensors) refused by name, and a truncated file one clear line; a converted folder that no
+longer holds what was converted into it is converted again, never served."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import engine
-from engine.errors import UnsupportedModelError, WeightsError
+from engine.errors import CacheFolderError, UnsupportedModelError, WeightsError
 from engine.loading.sources import _alias_path
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -136,3 +137,91 @@ def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
     with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
         engine.load(str(bad))
     assert "out of bounds" not in str(caught.value)
+
+
+TINY_TENSORS = {  # a one-layer Llama: hidden 8, 2 heads, MLP 16, vocabulary 32
+    "token_embd.weight": (32, 8),
+    "output_norm.weight": (8,),
+    "blk.0.attn_norm.weight": (8,),
+    "blk.0.ffn_norm.weight": (8,),
+    "blk.0.attn_q.weight": (8, 8),
+    "blk.0.attn_k.weight": (8, 8),
+    "blk.0.attn_v.weight": (8, 8),
+    "blk.0.attn_output.weight": (8, 8),
+    "blk.0.ffn_gate.weight": (16, 8),
+    "blk.0.ffn_up.weight": (16, 8),
+    "blk.0.ffn_down.weight": (8, 16),
+}
+
+
+def write_tiny_model_gguf(path: Path) -> Path:
+    """A complete, loadable float32 GGUF of seeded random weights (its tokenizer does not load: ids only)."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for add, value in [
+        (writer.add_block_count, 1),
+        (writer.add_embedding_length, 8),
+        (writer.add_head_count, 2),
+        (writer.add_head_count_kv, 2),
+        (writer.add_feed_forward_length, 16),
+        (writer.add_context_length, 64),
+        (writer.add_layer_norm_rms_eps, 1e-5),
+        (writer.add_token_list, [f"t{i}" for i in range(32)]),
+    ]:
+        add(value)
+    for name, shape in TINY_TENSORS.items():
+        writer.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def _converted(cache: Path) -> Path:
+    (folder,) = (cache / "gguf").iterdir()
+    return folder
+
+
+def test_a_damaged_conversion_is_converted_again(tmp_path, monkeypatch, capsys) -> None:
+    """Zeroed bytes, a truncated file, a deleted file, a folder from before digests were recorded: each is
+    found by the digests recorded at conversion and converted again, with a notice; never served."""
+    import os
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVTESTBED_CACHE", str(cache))
+    model = str(write_tiny_model_gguf(tmp_path / "tiny.gguf"))
+    expected = engine.load(model, device="cpu", cache_tokens=64).logits([1, 2, 3])
+    weights = _converted(cache) / "model.safetensors"
+    size = weights.stat().st_size
+
+    def zero_the_tail(f: Path) -> None:
+        with open(f, "r+b") as fh:
+            fh.seek(size - 512)
+            fh.write(bytes(256))
+
+    damages = [
+        (zero_the_tail, "holds a model.safetensors that differs from the one converted"),
+        (lambda f: os.truncate(f, size // 2), "holds a model.safetensors that differs"),
+        (lambda f: (f.parent / "config.json").unlink(), "lacks config.json"),
+        (lambda f: (f.parent / "source.json").write_text('{"gguf": "x"}'), "records no digests of its files"),
+    ]
+    for damage, notice in damages:
+        capsys.readouterr()
+        damage(weights)
+        again = engine.load(model, device="cpu", cache_tokens=64)
+        assert f"{_converted(cache)} {notice}" in capsys.readouterr().err
+        assert torch.equal(again.logits([1, 2, 3]), expected)
+        assert weights.stat().st_size == size
+    engine.load(model, device="cpu", cache_tokens=64)  # whole again: read, not converted
+    assert capsys.readouterr().err == ""
+
+
+def test_a_cache_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch) -> None:
+    model = str(write_tiny_model_gguf(tmp_path / "tiny.gguf"))
+    monkeypatch.setenv("KVTESTBED_CACHE", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(CacheFolderError, match=r"a-file/gguf cannot be written .*: set KVTESTBED_CACHE to a"):
+        engine.load(model, device="cpu", cache_tokens=64)

@@ -21,6 +21,7 @@ import torch
 from engine.approx.assembly import Segment, assemble, decode_greedy
 from engine.approx.fidelity import HiddenStates, compare, hidden_states
 from engine.bench.harness.contention import PassLoad, start_pass
+from engine.bench.reporting.run_folder import written
 from engine.bench.reporting.stats import ALPHA, MIN_PASSES, verdict
 from engine.devices import now
 from engine.runtime.engine import Engine
@@ -185,8 +186,7 @@ def finish(engine: Engine, out: Path, report: Sequence[str], printed: str) -> in
     print(printed)
     if engine.source.synthetic:
         print("(synthetic random weights: the timings are real, the answers are not)", file=sys.stderr)
-    print(f"results: {out}")
-    return 0
+    return written(out)
 
 
 def shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
