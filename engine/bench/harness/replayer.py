@@ -9,11 +9,11 @@ replies (the model's, scripted, or those another conversation's model wrote: `re
 passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
 
 TTFT is arrival to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
-are timed apart (`render_s`, `tokenize_s`). Cold baselines run on an engine with its own KV pool over
-the same weights, so they never evict a block of the warm cache; a turn's cold run comes after its warm
-request in one pass and before it in the next (turn t of pass p: cold first when p + t is odd), and the
-order is recorded per pass. Each pass records the machine's load and this process's CPU time against
-wall time (`engine.bench.harness.contention`).
+are timed apart (`render_s`, `tokenize_s`). Cold baselines run on the same engine with `cache=False`: a
+private window of their own, no lookup, nothing published and nothing evicted, so the warm cache is left
+as it was. A turn's cold run comes after its warm request in one pass and before it in the next (turn t
+of pass p: cold first when p + t is odd), and the order is recorded per pass. Each pass records the
+machine's load and this process's CPU time against wall time (`engine.bench.harness.contention`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class TurnRecord:
     ttft_s: float  # admission -> first sampled token, median over passes
     ttft_min_s: float
     ttft_max_s: float
-    cold_ttft_s: float  # the same prompt with no cache, on its own pool (0: not measured)
+    cold_ttft_s: float  # the same prompt with no cache (0: not measured)
     cold_ttft_min_s: float
     cold_ttft_max_s: float
     prefill_s: float
@@ -125,18 +125,7 @@ class Replayer:
         self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
     ) -> None:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
-        self._cold_engine: Engine | None = None
         self.passes: list[PassLoad] = []  # the machine's load during each finished pass
-
-    def cold_engine(self, tokens: int) -> Engine:
-        """An engine with its own KV pool of at least `tokens` tokens over the same weights (grown by
-        doubling), for requests that must not touch the warm cache."""
-        if (
-            self._cold_engine is None
-            or self._cold_engine.blocks.num_blocks * self.engine.blocks.block_size < tokens
-        ):
-            self._cold_engine = self.engine.with_own_pool(max(4096, 1 << (tokens - 1).bit_length()))
-        return self._cold_engine
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
         """One record per turn of each conversation; on Ctrl-C, RunInterrupted with the finished turns."""
@@ -176,7 +165,7 @@ class Replayer:
         self.refused: dict[str, tuple[int, str]] = {}
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
         warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
-        self.cold_engine(64).generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        e.generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
         self.passes = []
         for p in range(self.repeats):
             e.reset_cache()
@@ -235,8 +224,8 @@ class Replayer:
         ]
 
     def _cold_ttft(self, ids: list[int]) -> float:
-        """TTFT of `ids` with no cache, on the cold engine's own pool."""
-        return self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
+        """TTFT of `ids` with no cache (a private window: the warm cache is neither read nor touched)."""
+        return self.engine.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
 
     @staticmethod
     def _given_reply(conv: Conversation, t: int, replies: dict[str, list[str]]) -> str | Message | None:
