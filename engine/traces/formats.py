@@ -1,6 +1,9 @@
-"""Which format a trace entry is in: OpenAI Chat Completions, OpenAI Responses or Anthropic Messages.
+"""Which format a trace is in. Whole files written by agent harnesses, proxies and tracers are told apart
+by their first record (`detect_file`): Claude Code transcripts, Codex rollouts, claude-trace logs, HAR
+files, OpenTelemetry (OTLP JSON) exports and hash-id (Mooncake) traces. Otherwise each entry is a request
+body in OpenAI Chat Completions, OpenAI Responses or Anthropic Messages form (`detect`).
 
-Told apart by what only one of them has: Responses bodies have `input`/`instructions`; Anthropic bodies a
+Bodies are told apart by what only one of them has: Responses bodies have `input`/`instructions`; Anthropic bodies a
 top-level `system`, `cache_control`, tools with `input_schema` or `tool_use`/`tool_result`/`thinking`
 blocks; Chat Completions bodies `system`/`developer`/`tool` roles or `tool_calls`. A body of plain user
 and assistant strings reads the same either way (None: undecided).
@@ -8,6 +11,7 @@ and assistant strings reads the same either way (None: undecided).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +26,10 @@ PARSERS: dict[str, Callable[[Any], TraceRequest]] = {
     "anthropic": parse_anthropic,
 }
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+FILE_FORMATS = ("claude-code", "codex", "claude-trace", "har", "otel", "mooncake")
+FORMATS = (*PARSERS, *FILE_FORMATS)
+CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+CLAUDE_CODE_TYPES = {"summary", "file-history-snapshot", "queue-operation"}
 
 
 def _anthropic_marks(body: dict[str, Any]) -> bool:
@@ -57,3 +65,32 @@ def detect(body: Any) -> str | None:
     if _anthropic_marks(body):
         return "anthropic"
     return "openai-chat" if _chat_marks(body) else None
+
+
+def _record_format(first: dict[str, Any]) -> str | None:
+    if "resourceSpans" in first:
+        return "otel"
+    if "hash_ids" in first or (isinstance(first.get("requests"), list) and "block_size" in first):
+        return "mooncake"
+    if isinstance(first.get("log"), dict) and "entries" in first["log"]:
+        return "har"
+    if isinstance(first.get("request"), dict) and "url" in first["request"] and "response" in first:
+        return "claude-trace"
+    if first.get("type") in CODEX_TYPES and "payload" in first:
+        return "codex"
+    if "parentUuid" in first or "sessionId" in first or first.get("type") in CLAUDE_CODE_TYPES:
+        return "claude-code"
+    return None
+
+
+def detect_file(text: str) -> str | None:
+    """The file-level format of a trace file's text, from its first record (None: request bodies)."""
+    line = next((x for x in text.splitlines() if x.strip()), "")
+    try:
+        first = json.loads(line)
+    except json.JSONDecodeError:  # a JSON document over several lines
+        try:
+            first = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    return _record_format(first) if isinstance(first, dict) else None

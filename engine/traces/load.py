@@ -6,37 +6,34 @@ A request may be wrapped in a log envelope: `{"timestamp": ..., "session_id": ..
 `"request"` for `"body"`). Timestamps are finite numbers of seconds or ISO 8601 strings (one without an
 offset is UTC), read from the envelope (`timestamp`, `ts`, `time`, `created_at`); the session from
 `session_id`/`session` or `metadata.session_id`, else the trace's path as given (two files of one name in
-two folders are two sessions; one file given twice is refused). Anything malformed, a lone surrogate
-included, is refused naming the file, the request (1-based) and the field.
+two folders are two sessions). Anything malformed, a lone surrogate included, is refused naming the file,
+the request (1-based) and the field. Files that harnesses, proxies and tracers write (Claude Code, Codex,
+claude-trace, HAR, OpenTelemetry) are detected as a whole and read by their own readers
+(`engine.traces.file_readers`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
-from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.formats import PARSERS, detect
+from engine.traces.fields import refuse_lone_surrogates
+from engine.traces.file_readers import read_file
+from engine.traces.formats import FILE_FORMATS, FORMATS, PARSERS, detect, detect_file
+from engine.traces.records import read_text, seconds
 from engine.traces.request import FieldError, TraceRequest
-from engine.traces.shipped import trace_path
 
 TIME_KEYS = ("timestamp", "ts", "time", "created_at")
 SESSION_KEYS = ("session_id", "session")
 
 
-def read_entries(path: Path) -> list[Any]:
-    """The entries of a trace file: a JSON list, JSONL (one per line), or one JSON request over any lines."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")  # a leading byte-order mark is dropped
-    except FileNotFoundError:
-        raise TraceError(f"trace file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"trace file {path} cannot be read: {e}") from None
+def read_entries(path: Path, text: str | None = None) -> list[Any]:
+    """The entries of a trace file (`text`: what it holds, when already read): a JSON list, JSONL (one per
+    line), or one JSON request over any lines."""
+    text = read_text(path) if text is None else text
     if text.lstrip().startswith("["):
         try:
             entries = json.loads(text)
@@ -74,34 +71,7 @@ def _timestamp(value: Any) -> float | None:
     """Seconds: a finite number, or an ISO 8601 time (UTC where it gives no offset)."""
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
-        if not math.isfinite(value):
-            raise FieldError("timestamp", f"expected a finite number of seconds, got {value!r}")
-        return float(value)
-    if isinstance(value, str):
-        try:
-            when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            pass
-        else:
-            return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
-    raise FieldError("timestamp", f"expected seconds or an ISO 8601 time, got {value!r:.40}")
-
-
-def _lone_surrogate(value: Any, where: str = "") -> Iterator[tuple[str, str, int]]:
-    """(field, text, index) of each string under `value` holding a lone surrogate (a JSON `\\ud800` escape
-    decodes to one; it is not Unicode text and cannot be tokenized)."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as e:
-            yield where or "body", value, e.start
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _lone_surrogate(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _lone_surrogate(item, f"{where}[{i}]")
+    return seconds(value, "timestamp")
 
 
 def unwrap(entry: Any) -> tuple[Any, float | None, str | None]:
@@ -118,17 +88,18 @@ def unwrap(entry: Any) -> tuple[Any, float | None, str | None]:
 def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> list[TraceRequest]:
     """Every request of the file, in order, in the file's one format (`fmt` forces it); a request without
     a session id is in the session `name` (default: the path as given)."""
-    if fmt is not None and fmt not in PARSERS:
-        raise TraceError(f"unknown trace format {fmt!r}; choose from {', '.join(PARSERS)}")
+    if fmt is not None and fmt not in FORMATS:
+        raise TraceError(f"unknown trace format {fmt!r}; choose from {', '.join(FORMATS)}")
+    text = read_text(path)
+    kind = fmt if fmt in FILE_FORMATS else detect_file(text) if fmt is None else None
+    if kind == "mooncake":
+        raise TraceError(f"{path} is a hash-id trace (no text): it is analyzed with --analyze, as hash ids")
+    if kind is not None:
+        return read_file(path, kind).requests
     requests, found, first = [], fmt, 0  # `first`: the request that decided the format
-    for i, entry in enumerate(read_entries(path)):
+    for i, entry in enumerate(read_entries(path, text)):
         try:
-            bad = next(_lone_surrogate(entry), None)
-            if bad is not None:
-                field, text, at = bad
-                raise FieldError(
-                    field, f"holds a lone surrogate {text[at]!r} at character {at}: not valid Unicode text"
-                )
+            refuse_lone_surrogates(entry)
             body, when, session = unwrap(entry)
             kind = fmt or detect(body)
             if found is None:
@@ -142,20 +113,4 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
         except FieldError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None
         requests.append(replace(req, timestamp=when, session=session or name or str(path)))
-    return requests
-
-
-def load_traces(names: Sequence[str], fmt: str | None = None) -> list[TraceRequest]:
-    """Every request of every trace, file by file; `example:<format>` names a shipped example. A file named
-    twice (by any path) is refused: its requests would be counted twice, as one longer session."""
-    seen: dict[Path, str] = {}
-    requests = []
-    for name in names:
-        path = trace_path(name)
-        real = path.resolve()
-        if real in seen:
-            also = f" (as {seen[real]})" if seen[real] != name else ""
-            raise TraceError(f"trace {name} is given twice{also}: give each file once")
-        seen[real] = name
-        requests += load_trace(path, fmt, name)
     return requests

@@ -4,8 +4,9 @@ A request is a body (`messages`, optional `tools`, `model`) or a bare message li
 
 Accepted: `content` as a string, null (a message that is only tool calls) or a list of text parts (joined
 with "\n"); the `developer` role (read as `system`, as templates know no other); `name` on tool messages;
-tool calls whose `arguments` are JSON strings. Images, audio and files are refused by name: the local
-tokenizer cannot count them.
+tool calls whose `arguments` are JSON strings; `prompt_cache_key` and `prompt_cache_retention` (OpenAI's
+cache routing key and retention policy) kept for the OpenAI rule. Images, audio and files are refused by
+name: the local tokenizer cannot count them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ CHAT_ROLES = {
     "tool": "tool",
 }
 TEXT_PARTS = ("text", "input_text", "output_text", "refusal")
+RETENTIONS = {"in_memory": "in_memory", "in-memory": "in_memory", "24h": "24h"}  # the SDKs write both
 PART_JOIN = "\n"  # how every format joins a message's text parts/blocks: the same text in all of them
 
 
@@ -79,7 +81,18 @@ def parse_chat_completions(body: Any) -> TraceRequest:
         [_message(m, i) for i, m in enumerate(messages)],
         tools or None,
         model=model if isinstance(model, str) else None,
+        **cache_hints(body),
     )
+
+
+def cache_hints(body: dict[str, Any]) -> dict[str, str | None]:
+    """OpenAI's `prompt_cache_key` and `prompt_cache_retention` of a Chat Completions or Responses body."""
+    key, retention = body.get("prompt_cache_key"), body.get("prompt_cache_retention")
+    if key is not None:
+        expect(key, str, "prompt_cache_key")
+    if retention is not None and retention not in RETENTIONS:
+        raise FieldError("prompt_cache_retention", f"expected in_memory or 24h, got {retention!r:.40}")
+    return {"cache_key": key, "cache_retention": RETENTIONS.get(retention) if retention else None}
 
 
 def _tool(tool: Any, j: int) -> dict[str, Any]:

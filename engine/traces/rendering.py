@@ -1,6 +1,6 @@
 """A trace request as the local model sees it: its prompt's token ids (tokenized incrementally per
-session), the tokens of the reply that follows it, and the token positions its Anthropic breakpoints and
-content blocks end at. Only the tokenizer and the chat template are needed: no weights."""
+session), the tokens of the reply that follows it, and where its messages and regions lie. Only the
+tokenizer and the chat template are needed: no weights."""
 
 from __future__ import annotations
 
@@ -73,17 +73,3 @@ class TraceRenderer:
         """The prompt's regions, as `regions.render_prompt` labels them (from the message ends known here)."""
         spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
         return token_regions(spans, prompt.offsets)
-
-    def anthropic_positions(
-        self, req: TraceRequest, prompt: TokenizedText, ends: list[int], lookback: int
-    ) -> tuple[tuple[tuple[int, float], ...], tuple[int, ...]]:
-        """(token position, ttl) of every breakpoint (automatic caching's at the last message included), and
-        the token positions of the message boundaries within `lookback` messages before each of them. A
-        breakpoint on the tools (TOOLS) closes the first message, inside which these templates render them."""
-        marks = [(max(b.message, 0), b.ttl_s) for b in req.breakpoints]
-        if req.auto_cache_ttl_s is not None:
-            marks.append((len(req.messages) - 1, req.auto_cache_ttl_s))
-        starts = [s for s, _ in prompt.offsets]
-        token = {i: bisect.bisect_left(starts, end) for i, end in enumerate(ends)}
-        wanted = {i for m, _ in marks for i in range(max(m - lookback, 0), m + 1)}
-        return tuple(sorted((token[m], ttl) for m, ttl in marks)), tuple(sorted({token[i] for i in wanted}))

@@ -2,8 +2,9 @@
 
 Every input format parses to this: `messages` have string `content` ("" where a message is only tool
 calls), tool-call `arguments` as JSON objects where they parse, tools in the OpenAI function form. What the
-hosted rules need beyond the prompt rides along: the time the request was sent, its session and the
-Anthropic `cache_control` breakpoints, each kept at the normalized message it closes.
+cache rules and the miss reasons need beyond the prompt rides along: the time the request was sent, its
+session, the link to the request it continues, the content blocks in Anthropic's order with their
+`cache_control` breakpoints, OpenAI's cache key and retention, and the usage the provider reported.
 """
 
 from __future__ import annotations
@@ -11,26 +12,36 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import TraceError
 from engine.prompts.messages import Message
+from engine.traces.fields import FieldError, expect
+from engine.traces.usage import RecordedUsage
 
-TOOLS = -1  # a breakpoint's `message` when it closes the tool definitions
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
 TTLS = {"5m": FIVE_MINUTES, "1h": ONE_HOUR}
 
 
 @dataclass(frozen=True)
 class Breakpoint:
-    """An Anthropic `cache_control` marker: the prefix through the end of normalized message `message`
-    (or of the tools, TOOLS) is written to / read from the cache, kept for `ttl_s` seconds."""
+    """An Anthropic `cache_control` marker: the prefix through content block `block` (an index into the
+    request's `blocks`, tools -> system -> messages) is written to / read from the cache for `ttl_s`."""
 
-    message: int
+    block: int
     ttl_s: float = FIVE_MINUTES
 
 
 @dataclass(frozen=True)
+class ContentBlock:
+    """One content block as a provider hashes it: `key` is its canonical serialization (what identity
+    means), `text` what the local tokenizer counts."""
+
+    section: str  # "tools", "system" or "messages"
+    key: str
+    text: str
+
+
+@dataclass(frozen=True)
 class TraceRequest:
-    messages: list[Message]
+    messages: list[Message]  # [] only for a usage-only request (a span exported without content)
     tools: list[dict[str, Any]] | None = None
     timestamp: float | None = None  # seconds (epoch or relative); None: not in the trace
     session: str = ""
@@ -38,26 +49,14 @@ class TraceRequest:
     auto_cache_ttl_s: float | None = None  # Anthropic top-level `cache_control`: automatic caching
     model: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-class FieldError(TraceError):
-    """Malformed input at `field` (a path like `messages[2].content[0].type`) of one request."""
-
-    def __init__(self, field_path: str, problem: str) -> None:
-        super().__init__(f"{field_path}: {problem}")
-        self.field_path, self.problem = field_path, problem
-
-
-def expect(value: Any, kind: type | tuple[type, ...], field_path: str) -> Any:
-    """`value` if it is of `kind`, else a FieldError naming the field and what it should have been."""
-    if not isinstance(value, kind):
-        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
-        raise FieldError(
-            field_path,
-            f"expected {names.replace('str', 'a string').replace('list', 'a list')}"
-            f", got {type(value).__name__} {str(value)[:40]!r}",
-        )
-    return value
+    blocks: tuple[ContentBlock, ...] = ()  # () : derived from the messages (engine.traces.blocks)
+    request_id: str | None = None  # the response's id where the trace has one (Claude Code message.id)
+    parent_id: str | None = None  # the request_id of the request this one continues, where recorded
+    parent_missing: bool = False  # it continues a message the trace does not hold
+    missing: tuple[str, ...] = ()  # parts of the prompt the trace does not hold: "system", "tools"
+    cache_key: str | None = None  # OpenAI `prompt_cache_key`
+    cache_retention: str | None = None  # OpenAI `prompt_cache_retention`: "in_memory" or "24h"
+    recorded: RecordedUsage | None = None  # what the provider reported for this request
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

@@ -1,10 +1,12 @@
 """OpenAI Responses API request bodies -> `TraceRequest`.
 
 `instructions` become the system message; `input` is a string (one user message) or a list of items:
-`message` items (also the bare `{"role", "content"}` form), `function_call` (attached to the assistant
-message just before it, as Chat Completions would carry it, else a message of its own) and
-`function_call_output` (a tool message). `reasoning` items are dropped: a chat template renders no earlier
-reasoning. `previous_response_id` is refused: the server-side state it names is not in the trace.
+`message` items (also the bare `{"role", "content"}` form), tool calls (`function_call`, and the
+`custom_tool_call` and `local_shell_call` items Codex records; attached to the assistant message just
+before it, as Chat Completions would carry it, else a message of its own) and their outputs (tool
+messages). `reasoning` items are dropped (a chat template renders no earlier reasoning), and so are
+`web_search_call` items (a server-side search: no text of the conversation). `prompt_cache_key` and `prompt_cache_retention` are kept as Chat Completions keeps them.
+`previous_response_id` is refused: the server-side state it names is not in the trace.
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prompts.messages import Message, tool_call
-from engine.traces.openai_chat import CHAT_ROLES, parts_text
+from engine.traces.openai_chat import CHAT_ROLES, cache_hints, parts_text
 from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
-DROPPED = ("reasoning",)
+DROPPED = ("reasoning", "web_search_call")
+CALLS = {
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+    "local_shell_call": "action",
+}  # -> arguments
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
 def _items(body: dict[str, Any]) -> list[Message]:
@@ -33,17 +41,18 @@ def _items(body: dict[str, Any]) -> list[Message]:
                     f"expected system, developer, user or assistant, got {item.get('role')!r}",
                 )
             out.append({"role": role, "content": parts_text(item.get("content"), f"{where}.content")})
-        elif kind == "function_call":
-            call = tool_call(
-                str(item.get("call_id", f"call_{i}")),
-                expect(item.get("name"), str, f"{where}.name"),
-                item.get("arguments", {}),
+        elif kind in CALLS:
+            name = (
+                "local_shell"
+                if kind == "local_shell_call"
+                else expect(item.get("name"), str, f"{where}.name")
             )
+            call = tool_call(str(item.get("call_id", f"call_{i}")), name, item.get(CALLS[kind], {}))
             if out and out[-1]["role"] == "assistant":
                 out[-1].setdefault("tool_calls", []).append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in OUTPUTS:
             output = item.get("output")
             out.append(
                 {
@@ -55,7 +64,7 @@ def _items(body: dict[str, Any]) -> list[Message]:
         elif kind not in DROPPED:
             raise FieldError(
                 f"{where}.type",
-                f"{kind!r} items are not supported (message, function_call, function_call_output, reasoning)",
+                f"{kind!r} items are not supported ({', '.join(['message', *CALLS, *OUTPUTS, *DROPPED])})",
             )
     return out
 
@@ -81,4 +90,6 @@ def parse_responses(body: Any) -> TraceRequest:
             function_tool(t.get("name"), t.get("description"), t.get("parameters"), extra, f"tools[{j}]")
         )
     model = body.get("model")
-    return TraceRequest(messages, tools or None, model=model if isinstance(model, str) else None)
+    return TraceRequest(
+        messages, tools or None, model=model if isinstance(model, str) else None, **cache_hints(body)
+    )

@@ -1,5 +1,6 @@
-"""The example traces shipped inside the package: one short tool-calling agent session of ours (made by
-scripts/make_trace_examples.py), in every input format. `example:<format>` names one wherever a trace
+"""The example traces shipped inside the package (made by scripts/make_trace_examples.py): one short
+tool-calling agent session of ours in every request-body format, and a small generated hash-id
+(Mooncake-format) trace of agent traffic. `example:<format>` names one wherever a trace
 path is taken, so an installed package can try them in one line."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ EXAMPLES = {
     "openai-chat": EXAMPLES_DIR / "agent_session.openai-chat.jsonl",
     "openai-responses": EXAMPLES_DIR / "agent_session.openai-responses.json",
     "anthropic": EXAMPLES_DIR / "agent_session.anthropic.json",
+    "mooncake": EXAMPLES_DIR / "agent_traffic.mooncake.jsonl",
 }
 PREFIX = "example:"
 

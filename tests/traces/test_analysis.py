@@ -79,12 +79,21 @@ def test_hosted_rules_ride_along(tiny) -> None:
     )
     records = analyzer.run(shipped_example())
     anthropic = [r.served["anthropic"] for r in records]
+    # counted on the blocks' own text: request 1's 1,000 tokens are below Sonnet 4.5's 1,024
+    assert anthropic[0].prompt_tokens < 1024 and anthropic[0].written_tokens == 0
+    assert records[1].misses["anthropic"].reason == "below_minimum"
+    assert anthropic[1].written_tokens == anthropic[1].prompt_tokens  # through the last block
     assert (
-        anthropic[0].cached_tokens == 0 and anthropic[0].written_tokens == records[0].prompt_tokens - 3
-    )  # to the last message, not the generation prompt
-    assert anthropic[1].cached_tokens > 1024  # the moving breakpoint's entry, read back
-    assert anthropic[4].cached_tokens == 0  # 7 minutes idle: the 5-minute entries expired
+        anthropic[2].cached_tokens == anthropic[1].prompt_tokens
+    )  # the moving breakpoint's entry, read back
+    assert (
+        anthropic[4].cached_tokens == 0 and records[4].misses["anthropic"].reason == "ttl_expired"
+    )  # 7 min idle
     openai = [r.served["openai"].cached_tokens for r in records]
-    assert (
-        openai[1] % 128 == 0 and openai[1] >= 1024 and openai[4] == 0 and openai[5] == 0
-    )  # idle, then the clock
+    assert openai[1] % 128 == 0 and openai[1] >= 1024 and openai[4] == 0 and openai[5] == 0
+    assert [records[k].misses["openai"].reason for k in (0, 4, 5)] == [
+        "first_request",
+        "ttl_expired",
+        "system_changed",
+    ]
+    assert records[5].misses["local"].reason == "system_changed" and records[3].misses["local"] is None

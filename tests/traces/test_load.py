@@ -8,9 +8,14 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TraceError
-from engine.traces.formats import detect
-from engine.traces.load import load_trace, load_traces
+from engine.traces.formats import detect, detect_file
+from engine.traces.load import load_trace
+from engine.traces.shipped import EXAMPLES
 from tests.traces.conversation import anthropic, chat, responses
+from tests.traces.write_captures import claude_trace_log, har_file
+from tests.traces.write_claude_code import claude_code_project
+from tests.traces.write_codex import codex_rollout
+from tests.traces.write_otel import otel_export
 
 
 @pytest.mark.parametrize(
@@ -75,21 +80,6 @@ def test_missing_file(tmp_path: Path) -> None:
         load_trace(tmp_path / "nope.json")
 
 
-def test_two_files_of_one_name_are_two_sessions_and_one_file_twice_is_refused(tmp_path: Path) -> None:
-    for day in ("day1", "day2"):
-        (tmp_path / day).mkdir()
-        (tmp_path / day / "trace.jsonl").write_text(json.dumps(chat()) + "\n")
-    day1, day2 = str(tmp_path / "day1" / "trace.jsonl"), str(tmp_path / "day2" / "trace.jsonl")
-    assert [r.session for r in load_traces([day1, day2])] == [day1, day2]
-    with pytest.raises(TraceError, match=r"trace .*day1/trace.jsonl is given twice: give each file once"):
-        load_traces([day1, day1])
-    other = str(tmp_path / "day2" / ".." / "day1" / "trace.jsonl")
-    with pytest.raises(TraceError, match=r"given twice \(as .*day1/trace.jsonl\)"):
-        load_traces([day1, other])
-    with pytest.raises(TraceError, match="example:anthropic is given twice"):
-        load_traces(["example:anthropic", "example:anthropic"])
-
-
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_times_are_refused(tmp_path: Path, value: str) -> None:
     path = tmp_path / "t.jsonl"
@@ -139,3 +129,25 @@ def test_a_lone_surrogate_names_file_request_and_field(tmp_path: Path) -> None:
         TraceError, match=r"t\.jsonl: request 2: messages\[1\]\.content: holds a lone surrogate '\\ud800' at"
     ):
         load_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("write", "fmt"),
+    [
+        (lambda d: claude_code_project(d / "p") / "session-a.jsonl", "claude-code"),
+        (lambda d: codex_rollout(d / "rollout-1.jsonl"), "codex"),
+        (lambda d: claude_trace_log(d / "log.jsonl"), "claude-trace"),
+        (lambda d: har_file(d / "c.har"), "har"),
+        (lambda d: otel_export(d / "spans.json"), "otel"),
+        (lambda d: EXAMPLES["mooncake"], "mooncake"),
+        (lambda d: EXAMPLES["anthropic"], None),  # request bodies: told apart per entry
+    ],
+)
+def test_file_formats_are_detected_by_their_first_record(tmp_path: Path, write, fmt: str | None) -> None:
+    assert detect_file(write(tmp_path).read_text()) == fmt
+
+
+def test_load_trace_reads_file_formats_and_refuses_hash_ids(tmp_path: Path) -> None:
+    assert len(load_trace(codex_rollout(tmp_path / "r.jsonl"))) == 4
+    with pytest.raises(TraceError, match="is a hash-id trace"):
+        load_trace(EXAMPLES["mooncake"])

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from engine.traces.anthropic_messages import parse_anthropic
+from engine.traces.blocks import derived_blocks
 from engine.traces.openai_chat import parse_chat_completions
-from engine.traces.request import TOOLS, Breakpoint, FieldError
+from engine.traces.request import Breakpoint, FieldError
 from engine.traces.responses import parse_responses
 from tests.traces.conversation import anthropic, chat, responses
 
@@ -27,13 +28,35 @@ def test_every_format_normalizes_to_the_same_conversation(parse, body) -> None:
     assert req.tools == reference.tools
 
 
-def test_anthropic_breakpoints_land_on_their_messages() -> None:
+def test_anthropic_breakpoints_land_on_their_blocks() -> None:
+    """Blocks in Anthropic's order, tools -> system -> messages, one per content block (two text blocks
+    of one message stay two; thinking is dropped); each marker on its own block."""
     body = anthropic()
     body["tools"][0]["cache_control"] = {"type": "ephemeral"}
     body["cache_control"] = {"type": "ephemeral"}
     req = parse_anthropic(body)
-    assert req.breakpoints == (Breakpoint(TOOLS), Breakpoint(0), Breakpoint(3, 3600.0))
+    assert [b.section for b in req.blocks] == ["tools", "system", *["messages"] * 5]
+    assert [b.text for b in req.blocks[2:5]] == ["What do I owe?", "Quickly.", "Looking."]
+    assert req.breakpoints == (Breakpoint(0), Breakpoint(1), Breakpoint(6, 3600.0))
     assert req.auto_cache_ttl_s == 300.0 and req.messages[3]["role"] == "tool"
+
+
+def test_blocks_derived_from_other_formats_follow_the_same_order() -> None:
+    req = parse_chat_completions(chat())
+    kept = parse_anthropic(anthropic())
+    assert [b.section for b in derived_blocks(req)] == ["tools", "system", *["messages"] * 4]
+    # the joined user text is one block here, two in the Anthropic body; tools, system and the rest agree
+    assert derived_blocks(req)[:2] == kept.blocks[:2] and derived_blocks(req)[3:] == kept.blocks[4:]
+
+
+def test_openai_cache_key_and_retention_are_kept() -> None:
+    body = chat() | {"prompt_cache_key": "user-7", "prompt_cache_retention": "24h"}
+    req = parse_chat_completions(body)
+    assert (req.cache_key, req.cache_retention) == ("user-7", "24h")
+    r = parse_responses(responses() | {"prompt_cache_retention": "in-memory"})
+    assert (r.cache_key, r.cache_retention) == (None, "in_memory")
+    with pytest.raises(FieldError, match="prompt_cache_retention: expected in_memory or 24h"):
+        parse_chat_completions(chat() | {"prompt_cache_retention": "1w"})
 
 
 def test_anthropic_refuses_a_fifth_breakpoint() -> None:
@@ -69,7 +92,7 @@ def test_anthropic_refuses_a_fifth_breakpoint() -> None:
         (
             parse_responses,
             responses,
-            lambda b: b["input"].append({"type": "web_search_call"}),
+            lambda b: b["input"].append({"type": "file_search_call"}),
             r"input\[5\]\.type",
         ),
         (parse_responses, responses, lambda b: b.update(previous_response_id="r1"), "previous_response_id"),

@@ -1,5 +1,5 @@
 """A trace request as the model sees it: regions from per-session cached message ends agree with
-`render_prompt`; breakpoints land where their messages end; reply tokens are the model's own."""
+`render_prompt`; reply tokens are the model's own."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 from engine.prompts.regions import render_prompt
 from engine.traces.load import load_trace
 from engine.traces.rendering import TraceRenderer, reply_tail
-from engine.traces.request import TOOLS, Breakpoint
 from engine.traces.shipped import EXAMPLES
 
 
@@ -31,18 +30,6 @@ def test_regions_from_cached_ends_are_those_of_render_prompt(renderer: TraceRend
         assert [renderer.region_at(req, prompt, ends, t) for t in range(len(prompt.ids))] == [
             reference.region_at(t).label for t in range(len(prompt.ids))
         ]
-
-
-def test_breakpoints_close_their_messages(renderer: TraceRenderer) -> None:
-    req = load_trace(EXAMPLES["anthropic"])[2]
-    req = replace(req, breakpoints=(Breakpoint(TOOLS), *req.breakpoints), auto_cache_ttl_s=3600.0)
-    prompt = renderer.prompt(req)
-    marks, ends = renderer.anthropic_positions(req, prompt, renderer.message_ends(req, prompt), 20)
-    im_end = renderer.tokenizer.convert_tokens_to_ids("<|im_end|>")
-    last = len(req.messages) - 1
-    assert [p for p, _ in marks] == sorted([*[ends[0]] * 2, ends[last], ends[last]])  # tools close message 0
-    assert all(prompt.ids[p - 2] == im_end for p in ends)  # "<|im_end|>\n" ends every message
-    assert len(ends) == len(req.messages) and sorted(ttl for _, ttl in marks)[-1] == 3600.0
 
 
 def test_reply_tail() -> None:

@@ -26,6 +26,8 @@ def test_every_format_renders_to_the_same_tokens() -> None:
     tok = load_tokenizer(qwen_tokenizer_dir())
     rendered = {}
     for fmt, path in EXAMPLES.items():
+        if fmt == "mooncake":  # hash ids, no text (tests/traces/test_mooncake.py)
+            continue
         requests = load_trace(path)
         assert all(r.session == "fix-date-parser" for r in requests)
         rendered[fmt] = [
@@ -36,8 +38,9 @@ def test_every_format_renders_to_the_same_tokens() -> None:
 
 
 def test_the_anthropic_example_marks_system_and_last_message() -> None:
-    requests = load_trace(EXAMPLES["anthropic"])
-    assert [[b.message for b in r.breakpoints] for r in requests][-1] == [0, len(requests[-1].messages) - 1]
+    last = load_trace(EXAMPLES["anthropic"])[-1]
+    system = next(i for i, b in enumerate(last.blocks) if b.section == "system")
+    assert [b.block for b in last.breakpoints] == [system, len(last.blocks) - 1]
 
 
 def test_examples_ship_as_package_data() -> None:

@@ -2,10 +2,14 @@
 request, where prefix reuse ended, what it cost, and what each hosted prompt cache would have served.
 
 A TRACE is a JSON list of requests or JSONL (one request per line, as proxies log them) in OpenAI Chat
-Completions, OpenAI Responses or Anthropic Messages form (auto-detected; --format forces one), or
-`example:<format>`, a short agent session shipped with the package. The assistant message that the next
-request carries after this one's messages is taken as this request's reply: it is cached as if the engine
-had generated it, as a serving engine would have.
+Completions, OpenAI Responses or Anthropic Messages form; a file agents and proxies write: a Claude Code
+transcript (or a whole project folder), a Codex rollout, a claude-trace log, a HAR file, an
+OpenTelemetry (OTLP JSON) export; a hash-id (Mooncake) trace; or `example:<format>`, shipped with the
+package. Formats are detected per file (--format forces one); a file given twice is refused. Where a trace
+records the provider's usage, --analyze shows it beside each rule's prediction, and for every cache where
+each miss came from. The assistant message that the next request carries after this one's messages is
+taken as this request's reply: it is cached as if the engine had generated it, as a serving engine would
+have.
 
 Full replay (default) runs the model: TTFT per request. --analyze runs no model (tokenizer and chat
 template only): the engine's own block hashing gives the same cached tokens, plus --rules (what OpenAI,
@@ -16,9 +20,12 @@ against one local cache: hit rate against capacity, LRU against fewest-reuses ev
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
+from engine.arguments import int_flag
 from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.hash_analysis import run_hash_analysis
 from engine.bench.harness.replayer import Conversation, Replayer, Request, finished_turns
 from engine.bench.harness.trace_analysis import run_analysis
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
@@ -28,12 +35,14 @@ from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.cli import docs_link
 from engine.errors import TraceError
 from engine.traces.analysis import replies
-from engine.traces.formats import PARSERS
-from engine.traces.load import load_traces
+from engine.traces.formats import FORMATS
+from engine.traces.inputs import Inputs, load_inputs
+from engine.traces.mooncake import DEFAULT_BLOCK
 from engine.traces.providers.registry import ALL, rule_names
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import interleave
 from engine.traces.shipped import EXAMPLES
+from engine.traces.supplied import load_supplied
 
 TURN_COLUMNS = [
     "turn",
@@ -62,7 +71,28 @@ def register(commands: Any) -> None:
     examples = ", ".join(f"example:{name}" for name in EXAMPLES)
     p.add_argument("traces", nargs="+", help=f"trace files (JSON list or JSONL), or {examples}")
     p.add_argument(
-        "--format", choices=list(PARSERS), default=None, help="the traces' format (default: detected)"
+        "--format",
+        choices=list(FORMATS),
+        default=None,
+        help="the traces' format (default: detected per file)",
+    )
+    p.add_argument(
+        "--system-file",
+        type=Path,
+        default=None,
+        help="the system prompt, for traces that lack it (Claude Code)",
+    )
+    p.add_argument(
+        "--tools-file",
+        type=Path,
+        default=None,
+        help="the tool definitions (JSON list), for traces that lack them (Claude Code, Codex)",
+    )
+    p.add_argument(
+        "--hash-block-size",
+        type=int_flag(1),
+        default=None,
+        help=f"tokens per hash id in Mooncake-format traces (default {DEFAULT_BLOCK})",
     )
     p.add_argument(
         "--analyze", action="store_true", help="no model forward: tokenizer and chat template only"
@@ -77,17 +107,35 @@ def register(commands: Any) -> None:
     p.set_defaults(func=main)
 
 
-def load_requests(args: argparse.Namespace) -> list[TraceRequest]:
-    """Every request of every trace, in the order they were sent."""
-    return interleave(load_traces(args.traces, args.format))
+def load_requests(args: argparse.Namespace) -> Inputs:
+    """Every trace, read; the requests in the order they were sent."""
+    supplied = load_supplied(args.system_file, args.tools_file)
+    inputs = load_inputs(args.traces, args.format, supplied, args.hash_block_size)
+    inputs.requests = interleave(inputs.requests)
+    return inputs
 
 
 def main(args: argparse.Namespace) -> int:
-    requests = load_requests(args)
+    inputs = load_requests(args)
+    if inputs.hash_traces:
+        if inputs.requests or not args.analyze:
+            raise TraceError(
+                "hash-id traces hold no text: analyze them alone, with --analyze (and --pressure)"
+            )
+        return run_hash_analysis(args, inputs.hash_traces)
+    requests = inputs.requests
+    if not requests:
+        raise TraceError(
+            "these traces hold no requests: " + ("; ".join(inputs.notes) or "nothing to analyze")
+        )
     if args.analyze:
-        return run_analysis(args, requests, rule_names(args.rules or ALL))
+        return run_analysis(args, requests, rule_names(args.rules or ALL), inputs.notes)
     if args.rules is not None or args.pressure:
         raise TraceError("--rules and --pressure are analyses without a model: add --analyze")
+    if not all(r.messages for r in requests):
+        raise TraceError(
+            "these traces hold usage only for some requests (no content to replay): add --analyze"
+        )
     sessions = list(dict.fromkeys(r.session for r in requests))
     if len(sessions) > 1:
         raise TraceError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
 
@@ -18,16 +19,25 @@ from engine.bench.reporting.replay_plots import plot_pressure, plot_rule_shares,
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import run_environment
 from engine.bench.reporting.run_folder import check_out, model_slug, named_run_dir, written
-from engine.bench.reporting.trace_report import REQUEST_COLUMNS, WHY, rule_summary, write_trace_results
+from engine.bench.reporting.trace_plots import plot_timelines
+from engine.bench.reporting.trace_report import (
+    REQUEST_COLUMNS,
+    RULE_COLUMNS,
+    WHY,
+    messages_only,
+    rule_summary,
+    summary_tables,
+    write_trace_results,
+)
 from engine.devices import dtype_name, resolve_device, resolve_dtype
-from engine.errors import TokenizerMissingError
+from engine.errors import TokenizerMissingError, TraceError
 from engine.kv.block_manager import BlockManager
 from engine.kv.pool import KVCache
 from engine.loading.sources import ModelSource, resolve
 from engine.runtime.identity import identity
 from engine.runtime.loader import with_tokenizer
-from engine.traces.analysis import Analyzer
-from engine.traces.pressure import capacities, sweep
+from engine.traces.analysis import AnalyzedRequest, Analyzer
+from engine.traces.pressure import PressurePoint, capacities, sweep
 from engine.traces.providers.local import LocalRule
 from engine.traces.providers.registry import HOSTED, LOCAL
 from engine.traces.rendering import TraceRenderer
@@ -41,7 +51,9 @@ def open_tokenizer(args: argparse.Namespace) -> tuple[ModelSource, PreTrainedTok
     return source, tokenizer
 
 
-def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: list[str]) -> int:
+def run_analysis(
+    args: argparse.Namespace, requests: list[TraceRequest], rules: list[str], notes: list[str] | None = None
+) -> int:
     check_out(args)  # a bad --out costs no tokenizer load
     source, tokenizer = open_tokenizer(args)
     device = resolve_device(args.device)
@@ -55,7 +67,7 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
     local = LocalRule(blocks, context=context)
     analyzer = Analyzer(renderer, local, [HOSTED[n]() for n in rules if n != LOCAL])
     records = analyzer.run(requests, keep_ids=args.pressure)
-    over = sum(bool(r.served[LOCAL].why_none) for r in records)
+    over = sum(1 for r in records if LOCAL in r.served and r.served[LOCAL].why_none)
     if over:
         print(
             f"[{over} of {len(records)} requests do not fit the {context:,}-token context of "
@@ -63,7 +75,9 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
             "(see why_none)]",
             file=sys.stderr,
         )
-    pressure = []
+    pressure: list[PressurePoint] = []
+    if args.pressure and not analyzer.prompts:
+        raise TraceError("--pressure replays prompts: these traces hold usage only, no content")
     if args.pressure:
         sizes = capacities(analyzer.prompts, args.block_size, args.cache_tokens)
         pressure = sweep(analyzer.prompts, args.block_size, sizes)
@@ -74,32 +88,48 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
         "context_tokens": context,
         "over_context_requests": over,
     }
-    plot_rule_shares(
-        records, rules, out / "cached_share_by_rule.png", f"Cached share so far, per cache rule: {name}"
-    )
-    plot_strip(
-        [r for r in records if r.regions],
-        out / "token_strip.png",
-        "Where local reuse ends on each session's last request",
-        "prompt token index",
-    )
-    plots = [
-        ("cached_share_by_rule.png", "cumulative cached share per rule"),
-        ("token_strip.png", "token strip"),
-    ]
-    if pressure:
-        plot_pressure(pressure, out / "pressure.png", f"Local cache hit rate against capacity: {name}")
-        plots.append(("pressure.png", "hit rate against capacity, per eviction policy"))
-    write_trace_results(out, f"Trace analysis: {name}", env, records, rules, pressure, plots)
+    plots, notes = _plots(records, rules, pressure, out, name), list(notes or [])
+    timelines, left = plot_timelines(records, out)
+    plots += [(f, f"cached share over time, {f[9:-4]}") for f in timelines]
+    if left:
+        notes.append(
+            f"timelines drawn for the {len(timelines)} sessions with the most requests, not the other {left}"
+        )
+    write_trace_results(out, f"Trace analysis: {name}", env, records, rules, pressure, plots, notes)
+    for note in notes:
+        print(note)
+    print("\n".join(messages_only(records)))
     print(
         table(
             [r.row() for r in records], [*REQUEST_COLUMNS, *(f"{x}_cached" for x in rules if x != LOCAL), WHY]
         )
     )
-    print(
-        table(
-            rule_summary(records, rules),
-            ["rule", "cached_share", "written_tokens", "input_cost", "cost_vs_uncached"],
-        )
-    )
+    print(table(rule_summary(records, rules), RULE_COLUMNS))
+    print("\n".join(summary_tables(records, rules)))
     return written(out)
+
+
+def _plots(
+    records: list[AnalyzedRequest], rules: list[str], pressure: list[PressurePoint], out: Path, name: str
+) -> list[tuple[str, str]]:
+    """The cumulative share per rule, the token strip and the pressure curves (those that have data)."""
+    plots = []
+    served = [r for r in records if r.served]  # usage-only requests have no predictions
+    if served:
+        title = f"Cached share so far, per cache rule: {name}"
+        plot_rule_shares(served, rules, out / "cached_share_by_rule.png", title)
+        strip = [r for r in records if r.regions]
+        plot_strip(
+            strip,
+            out / "token_strip.png",
+            "Where local reuse ends on each session's last request",
+            "prompt token index",
+        )
+        plots += [
+            ("cached_share_by_rule.png", "cumulative cached share per rule"),
+            ("token_strip.png", "token strip"),
+        ]
+    if pressure:
+        plot_pressure(pressure, out / "pressure.png", f"Local cache hit rate against capacity: {name}")
+        plots.append(("pressure.png", "hit rate against capacity, per eviction policy"))
+    return plots

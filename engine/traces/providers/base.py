@@ -17,12 +17,14 @@ class RulePrompt:
     token_ids: Sequence[int]
     time_s: float  # when it was sent, in seconds
     model: str | None = None  # the trace's model name: picks per-model rows of a rule's table
-    # Anthropic: (token position the breakpoint closes, ttl seconds), ascending; automatic caching included
-    breakpoints: tuple[tuple[int, float], ...] = ()
-    block_ends: tuple[int, ...] = ()  # token positions where content blocks (messages, tools) end, ascending
-    reply_ids: Sequence[int] = field(
-        default_factory=list
-    )  # the reply that follows (a serving engine caches it)
+    reply_ids: Sequence[int] = field(default_factory=list)  # the reply that follows (an engine caches it)
+    # content blocks in Anthropic's order: (chained hash through the block, local tokens through it)
+    chain: tuple[tuple[bytes, int], ...] = ()
+    breakpoints: tuple[
+        tuple[int, float], ...
+    ] = ()  # Anthropic: (block index, ttl seconds), automatic included
+    cache_key: str | None = None  # OpenAI `prompt_cache_key`
+    retention: str | None = None  # OpenAI `prompt_cache_retention`
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,16 @@ class Served:
     cached_tokens: int  # read from the cache
     written_tokens: int = 0  # billed as cache writes (only where a provider bills writes apart)
     input_cost: float | None = None  # base-input-token equivalents; None where there is no price (local)
+    stored_tokens: int = 0  # the prefix of this request (and its reply, where cached) the cache now holds
+    prompt_tokens: int | None = None  # the rule's own count of the prompt, where it counts otherwise
+    below_minimum: bool = False  # a prefix was declined for being shorter than the rule's minimum
+    unreached: str | None = None  # why a held entry was not read: "ttl_expired" or "beyond_lookback"
     why_none: str = ""  # when nothing was read: why (under a minimum, expired, no breakpoint, refused, ...)
 
 
 class CacheRule(Protocol):
     name: str
+    unit: int  # the granularity of what it serves, in tokens
 
     def serve(self, prompt: RulePrompt) -> Served:
         """Serve one request against the cache state the earlier ones left, and update it."""

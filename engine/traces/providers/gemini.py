@@ -21,13 +21,21 @@ LOOKUP_UNIT = 64
 
 class GeminiRule:
     name = "gemini"
+    unit = 1
 
     def __init__(self) -> None:
-        self.cache = UnitPrefixCache(LOOKUP_UNIT, None, exact=True)
+        self.cache = UnitPrefixCache(LOOKUP_UNIT, exact=True)
 
     def serve(self, prompt: RulePrompt) -> Served:
-        matched = self.cache.serve(prompt.token_ids, prompt.time_s)
+        match = self.cache.serve(prompt.token_ids, prompt.time_s, None, prompt.model or "")
+        matched = match.tokens
         minimum = per_model(MIN_TOKENS, prompt.model, DEFAULT_MODEL)
         cached = matched if matched >= minimum else 0
-        why = unit_miss(matched, minimum, len(prompt.token_ids), self.cache.expired, LOOKUP_UNIT)
-        return Served(cached, 0, priced(len(prompt.token_ids), cached, READ_PRICE), why)
+        return Served(
+            cached,
+            0,
+            priced(len(prompt.token_ids), cached, READ_PRICE),
+            stored_tokens=len(prompt.token_ids) if len(prompt.token_ids) >= minimum else 0,
+            below_minimum=0 < matched < minimum,
+            why_none=unit_miss(matched, minimum, len(prompt.token_ids), match.expired, LOOKUP_UNIT),
+        )

@@ -21,9 +21,10 @@ class LocalRule:
 
     def __init__(self, blocks: BlockManager, salt: str = "", context: int | None = None) -> None:
         self.blocks, self.salt, self.context = blocks, salt, context
+        self.unit = blocks.block_size
 
-    def _prefill(self, ids: list[int]) -> int:
-        """Admit, fill and publish `ids` as one request; the number of tokens served from cache."""
+    def _prefill(self, ids: list[int]) -> tuple[int, int]:
+        """Admit, fill and publish `ids` as one request: (tokens served from cache, tokens now cached)."""
         seq = SequenceState(ids, salt=self.salt)
         self.blocks.admit(seq)
         try:
@@ -32,14 +33,14 @@ class LocalRule:
             self.blocks.publish(seq)
         finally:
             self.blocks.release(seq)
-        return seq.num_cached
+        return seq.num_cached, len(seq.block_hashes) * self.blocks.block_size
 
     def serve(self, prompt: RulePrompt) -> Served:
         ids = list(prompt.token_ids)
         need = len(ids) + max(1, len(prompt.reply_ids))  # what the replay's generate calls check
         if self.context is not None and need > self.context:
             return Served(0, why_none=f"refused: needs {need:,} tokens, over the model's {self.context:,}")
-        cached = self._prefill(ids)
+        cached, stored = self._prefill(ids)
         if len(prompt.reply_ids) > 1:  # the reply's blocks, as decoding it publishes them
-            self._prefill(ids + list(prompt.reply_ids[:-1]))
-        return Served(cached)
+            stored = self._prefill(ids + list(prompt.reply_ids[:-1]))[1]
+        return Served(cached, stored_tokens=stored, below_minimum=len(ids) <= self.blocks.block_size)

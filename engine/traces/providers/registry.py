@@ -8,6 +8,7 @@ from engine.errors import TraceError
 from engine.traces.providers.anthropic import AnthropicRule
 from engine.traces.providers.base import CacheRule
 from engine.traces.providers.deepseek import DeepSeekRule
+from engine.traces.providers.deepseek_2024 import DeepSeek2024Rule
 from engine.traces.providers.gemini import GeminiRule
 from engine.traces.providers.openai import OpenAIRule
 
@@ -16,6 +17,7 @@ HOSTED: dict[str, Callable[[], CacheRule]] = {
     "openai": OpenAIRule,
     "anthropic": AnthropicRule,
     "deepseek": DeepSeekRule,
+    "deepseek-2024": DeepSeek2024Rule,
     "gemini": GeminiRule,
 }
 ALL = ",".join([LOCAL, *HOSTED])

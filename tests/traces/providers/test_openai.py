@@ -51,3 +51,34 @@ def test_a_zero_says_why() -> None:
     rule.serve(RulePrompt(ids, 0.0))
     changed = ids[:800] + [-1] + ids[801:]
     assert rule.serve(RulePrompt(changed, 1.0)).why_none == "768-token match under the 1,024-token minimum"
+
+
+@pytest.mark.parametrize(
+    ("model", "price"),
+    [
+        ("o1-2024-12-17", 0.5),
+        ("o1-mini", 0.5),
+        ("o3-mini", 0.5),
+        ("o3", 0.25),
+        ("o4-mini", 0.25),
+        ("gpt-4o-mini", 0.5),
+    ],
+)
+def test_reasoning_models_read_prices(model: str, price: float) -> None:
+    assert twice(2048, model=model)[1].input_cost == pytest.approx(1 + 2048 * price)
+
+
+def test_extended_retention_keeps_a_prefix_a_day() -> None:
+    rule, ids = OpenAIRule(), list(range(2048))
+    rule.serve(RulePrompt(ids, 0.0, retention="24h"))
+    assert rule.serve(RulePrompt(ids, 3600.0 * 23)).cached_tokens == 2048
+    expired = rule.serve(RulePrompt(ids, 3600.0 * 48))
+    assert expired.cached_tokens == 0 and expired.unreached == "ttl_expired"
+
+
+def test_a_cache_key_routes_apart() -> None:
+    """Different `prompt_cache_key`s land on different machines: modelled as separate caches."""
+    rule, ids = OpenAIRule(), list(range(2048))
+    rule.serve(RulePrompt(ids, 0.0, cache_key="user-1"))
+    assert rule.serve(RulePrompt(ids, 1.0, cache_key="user-2")).cached_tokens == 0
+    assert rule.serve(RulePrompt(ids, 2.0, cache_key="user-1")).cached_tokens == 2048

@@ -1,0 +1,242 @@
+"""Claude Code transcripts (`~/.claude/projects/<project>/<session>.jsonl`, subagents under
+`<session>/subagents/agent-<id>.jsonl`) -> `TraceRequest`s, one per API request the session made.
+
+A transcript is a tree of records linked by `parentUuid`. Every assistant record is one content block of a
+response, all the blocks of one response repeating its `message.id`, `requestId` and `usage` (an early
+streaming line may carry a lower `output_tokens`): one request per response, its usage taken from the line
+with the most output. A request's messages are the records from the root of its chain to the response's
+parent, consecutive blocks of one response merged back into one message; a `compact_boundary` record ends
+the history there (the compacted conversation starts anew) while the request still continues the last one
+before it (`logicalParentUuid`). `<synthetic>` responses (written by Claude Code, not the API) are neither
+requests nor history. Sidechains (subagents) are sessions of their own. Files are read together: a resumed
+session copies history into its new file, and a response seen once (`message.id` + `requestId`) is one
+request. Records other than user and assistant messages (summaries, file-history snapshots, queue
+operations, other system records) are skipped and counted.
+
+Not in a transcript: the system prompt and the tool definitions (`--system-file`, `--tools-file`), and the
+request bodies' `cache_control`: modelled as Claude Code sends them, a breakpoint on the system prompt when
+one is supplied and automatic caching at the last block, for the TTL the recorded writes name (1 hour when
+the response wrote 1-hour entries, else 5 minutes).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from engine.errors import TraceError
+from engine.traces.anthropic_messages import parse_anthropic
+from engine.traces.fields import FieldError, expect
+from engine.traces.records import Read, counted, json_lines, seconds
+from engine.traces.request import TraceRequest
+from engine.traces.supplied import Supplied
+from engine.traces.usage import anthropic_usage
+
+SYNTHETIC = "<synthetic>"
+MESSAGE_FIELD = re.compile(r"^messages\[(\d+)\]\.content(.*)$")
+
+
+@dataclass
+class _Record:
+    path: Path
+    line: int
+    uuid: str
+    parent: str | None
+    kind: str  # "user", "assistant" or "boundary"
+    message: dict[str, Any]
+    time: float | None
+    session: str
+    logical_parent: str | None = None
+    request_id: str | None = None  # the API's requestId, on assistant records
+
+    @property
+    def response(self) -> str | None:
+        """The response an assistant record belongs to (None for other records and synthetic ones)."""
+        if self.kind != "assistant" or self.message.get("model") == SYNTHETIC:
+            return None
+        return str(self.message.get("id"))
+
+    def where(self, field_path: str) -> str:
+        return f"{self.path}: line {self.line}: {field_path}"
+
+
+def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None:
+    where = f"{path}: line {line}"
+    if not isinstance(raw, dict):
+        raise TraceError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    kind = raw.get("type")
+    if kind == "system" and raw.get("subtype") == "compact_boundary":
+        kind = "boundary"
+    elif kind not in ("user", "assistant"):
+        skipped[str(kind if kind != "system" else f"system {raw.get('subtype')}")] += 1
+        return None
+    try:
+        uuid = expect(raw.get("uuid"), str, "uuid")
+        message = expect(raw.get("message"), dict, "message") if kind != "boundary" else {}
+        if kind == "assistant" and message.get("model") != SYNTHETIC:
+            expect(message.get("id"), str, "message.id")
+            expect(message.get("content"), list, "message.content")
+        when = seconds(raw["timestamp"], "timestamp") if raw.get("timestamp") is not None else None
+    except FieldError as e:
+        raise TraceError(f"{where}: {e}") from None
+    session = str(raw.get("sessionId") or path)
+    if raw.get("isSidechain"):
+        session = f"{session}:agent-{raw.get('agentId') or path.stem}"
+    parents = (raw.get("parentUuid"), raw.get("logicalParentUuid"))
+    return _Record(
+        path, line, uuid, parents[0], kind, message, when, session, parents[1], raw.get("requestId")
+    )
+
+
+class _Transcripts:
+    """Every record of the files, by uuid (the first copy of a uuid kept)."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.records: dict[str, _Record] = {}
+        self.order: list[_Record] = []
+        self.skipped: Counter[str] = Counter()
+        files = [
+            [r for line, raw in json_lines(p) if (r := _record(p, line, raw, self.skipped))] for p in paths
+        ]
+        # oldest file first: a resumed session's copy of history comes after the original
+        for recs in sorted(
+            files, key=lambda rs: min((r.time for r in rs if r.time is not None), default=math.inf)
+        ):
+            for rec in recs:
+                if rec.uuid not in self.records:
+                    self.records[rec.uuid] = rec
+                    self.order.append(rec)
+
+    def history(self, rec: _Record) -> tuple[list[_Record], bool]:
+        """The records before `rec` in its chain, oldest first, to a compact boundary or the root, and
+        whether the chain names a parent the files do not hold."""
+        out, parent = [], rec.parent
+        while parent is not None:
+            prev = self.records.get(parent)
+            if prev is None:
+                return out[::-1], True
+            if prev.kind == "boundary":
+                break
+            out.append(prev)
+            parent = prev.parent
+        return out[::-1], False
+
+    def parent_response(self, rec: _Record) -> tuple[str | None, bool]:
+        """The response this one's chain continues (across compact boundaries), and whether the chain
+        breaks off at a record the files do not hold before reaching one."""
+        parent = rec.parent
+        while parent is not None:
+            prev = self.records.get(parent)
+            if prev is None:
+                return None, True
+            if prev.response is not None:
+                return prev.response, False
+            parent = prev.logical_parent if prev.kind == "boundary" else prev.parent
+        return None, False
+
+
+def _messages(history: list[_Record]) -> tuple[list[dict[str, Any]], list[list[tuple[_Record, int]]]]:
+    """Anthropic messages of a chain: the blocks of one response merged, synthetic responses left out;
+    and for each block of each message, the record and the index in it it came from (for errors)."""
+    messages: list[dict[str, Any]] = []
+    owners: list[list[tuple[_Record, int]]] = []
+    last_response = None
+    for rec in history:
+        content = rec.message.get("content")
+        blocks = [(rec, j) for j in range(len(content))] if isinstance(content, list) else [(rec, 0)]
+        if rec.kind == "assistant" and rec.response is None:
+            continue
+        if rec.kind == "assistant" and rec.response == last_response:
+            messages[-1]["content"] += content
+            owners[-1] += blocks
+            continue
+        role = rec.message.get("role", rec.kind)
+        messages.append({"role": role, "content": list(content) if isinstance(content, list) else content})
+        owners.append(blocks)
+        last_response = rec.response
+    return messages, owners
+
+
+def _ttl(usage: dict[str, Any]) -> str:
+    split = usage.get("cache_creation") if isinstance(usage.get("cache_creation"), dict) else {}
+    return "1h" if (split.get("ephemeral_1h_input_tokens") or 0) > 0 else "5m"
+
+
+def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Read:
+    """Every request of the transcripts, once, in the order their responses appear."""
+    supplied = supplied or Supplied()
+    book = _Transcripts(sorted(paths))
+    responses: dict[str, list[_Record]] = {}
+    for rec in book.order:
+        if rec.response is not None:
+            responses.setdefault(rec.response, []).append(rec)
+    out, seen = [], set()
+    for lines in responses.values():
+        first = lines[0]
+        key = (first.response, first.request_id)
+        best = max(lines, key=lambda r: (r.message.get("usage") or {}).get("output_tokens") or 0)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(_request(book, first, best, supplied))
+    notes = counted("transcript records", dict(book.skipped))
+    synthetic = sum(1 for r in book.order if r.kind == "assistant" and r.response is None)
+    notes += (
+        [f"skipped {synthetic} <synthetic> responses (written by Claude Code, not the API)"]
+        if synthetic
+        else []
+    )
+    return Read(out, notes)
+
+
+def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Supplied) -> TraceRequest:
+    history, broken = book.history(first)
+    messages, owners = _messages(history)
+    if not messages:
+        raise TraceError(first.where("parentUuid: the response has no messages before it in its chain"))
+    raw_usage = best.message.get("usage") or {}
+    body: dict[str, Any] = {
+        "model": first.message.get("model"),
+        "messages": messages,
+        "cache_control": {"type": "ephemeral", "ttl": _ttl(raw_usage)},
+    }
+    if supplied.system is not None:
+        body["system"] = [{"type": "text", "text": supplied.system, "cache_control": {"type": "ephemeral"}}]
+    if supplied.tools is not None:
+        body["tools"] = supplied.anthropic_tools()
+    try:
+        req = parse_anthropic(body)
+    except FieldError as e:
+        raise TraceError(_located(e, owners, first)) from None
+    try:
+        usage = anthropic_usage(raw_usage, body["model"], "message.usage") if raw_usage else None
+    except FieldError as e:
+        raise TraceError(best.where(str(e))) from None
+    parent, missing = book.parent_response(first)
+    return replace(
+        req,
+        timestamp=history[-1].time if history else first.time,
+        session=first.session,
+        request_id=first.response,
+        parent_id=parent,
+        parent_missing=missing or (broken and parent is None),
+        missing=supplied.missing(holds_system=False),
+        recorded=usage,
+    )
+
+
+def _located(e: FieldError, owners: list[list[tuple[_Record, int]]], first: _Record) -> str:
+    """A parse error of the rebuilt body (`messages[i].content[j]...`) at the line and block it came from."""
+    match = MESSAGE_FIELD.match(e.field_path)
+    if match is None:
+        return first.where(str(e))
+    blocks, rest = owners[int(match.group(1))], match.group(2)
+    index = re.match(r"^\[(\d+)\](.*)$", rest)
+    if index is None:
+        return f"{blocks[0][0].where('message.content' + rest)}: {e.problem}"
+    rec, j = blocks[min(int(index.group(1)), len(blocks) - 1)]
+    return f"{rec.where(f'message.content[{j}]{index.group(2)}')}: {e.problem}"

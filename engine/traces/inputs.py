@@ -1,0 +1,100 @@
+"""Every trace file a command was given, read: `example:<format>` names resolved, folders expanded (every
+`.jsonl`, `.json` and `.har` file under them: a Claude Code project folder, a Codex sessions folder), a file
+given twice (by any path, or inside a folder also given) refused, since its requests would count twice, as
+one longer session; each file's format detected (or forced), Claude Code transcripts read together (a
+resumed session's copied history is one request, not two), hash-id traces kept apart (they hold no text),
+and what each reader skipped kept as notes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.errors import TraceError
+from engine.traces.claude_code import read_claude_code
+from engine.traces.file_readers import REQUEST_FILES, read_file
+from engine.traces.formats import FILE_FORMATS, detect_file
+from engine.traces.load import load_trace
+from engine.traces.mooncake import HashTrace, read_hash_trace
+from engine.traces.records import Read, read_text
+from engine.traces.request import TraceRequest
+from engine.traces.shipped import trace_path
+from engine.traces.supplied import Supplied
+
+SUFFIXES = (".jsonl", ".json", ".har")
+NEEDS_SUPPLIED = ("claude-code", "codex")  # the formats that lack the system prompt or the tools
+
+
+@dataclass
+class Inputs:
+    requests: list[TraceRequest] = field(default_factory=list)
+    hash_traces: list[tuple[Path, HashTrace]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)  # the formats read, in order of first appearance
+
+
+def expand(names: Sequence[str | Path]) -> list[tuple[Path, str]]:
+    """(file, name as given) of every trace file: a file or `example:<format>` as given; a folder as every
+    trace file under it, sorted, each named by its path. A file reached twice is refused."""
+    out: list[tuple[Path, str]] = []
+    seen: dict[Path, str] = {}  # resolved file -> the name it was first given as
+    for name in names:
+        path = trace_path(name)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+            if not found:
+                raise TraceError(f"{path}: the folder holds no {', '.join(SUFFIXES)} files")
+            files = [(p, str(p)) for p in found]
+        else:
+            files = [(path, str(name))]
+        for file, given in files:
+            real = file.resolve()
+            if real in seen:
+                also = f" (as {seen[real]})" if seen[real] != given else ""
+                raise TraceError(f"trace {given} is given twice{also}: give each file once")
+            seen[real] = given
+            out.append((file, given))
+    return out
+
+
+def _kind(path: Path, fmt: str | None) -> str:
+    """A file-level format, or "body" for a file of request bodies."""
+    if fmt is not None:
+        return fmt if fmt in FILE_FORMATS else "body"
+    return detect_file(read_text(path)) or "body"
+
+
+def load_inputs(
+    names: Sequence[str | Path],
+    fmt: str | None = None,
+    supplied: Supplied | None = None,
+    hash_block: int | None = None,
+) -> Inputs:
+    """Every trace of `names` (files, folders, `example:<format>`); a request body without a session id is
+    in the session of its file's name as given."""
+    supplied = supplied or Supplied()
+    files = [(p, name, _kind(p, fmt)) for p, name in expand(names)]
+    kinds = list(dict.fromkeys(k for _, _, k in files))
+    if (supplied.system is not None or supplied.tools is not None) and not set(kinds) & set(NEEDS_SUPPLIED):
+        raise TraceError(
+            "--system-file and --tools-file supply what Claude Code transcripts and Codex rollouts lack; "
+            "these traces carry their own"
+        )
+    out = Inputs(formats=[k if k != "body" else fmt or "request bodies" for k in kinds])
+    claude = [p for p, _, k in files if k == "claude-code"]
+    if claude:
+        _keep(out, "Claude Code transcripts", read_claude_code(claude, supplied))
+    for path, name, kind in files:
+        if kind == "mooncake":
+            out.hash_traces.append((path, read_hash_trace(path, hash_block)))
+        elif kind in REQUEST_FILES and kind != "claude-code":
+            _keep(out, str(path), read_file(path, kind, supplied))
+        elif kind == "body":
+            out.requests += load_trace(path, fmt, name)
+    return out
+
+
+def _keep(out: Inputs, source: str, read: Read) -> None:
+    out.requests += read.requests
+    out.notes += [f"{source}: {note}" for note in read.notes]

@@ -1,0 +1,89 @@
+"""Hash-id traces without text -> `HashRequest`s: what serving benchmarks replay when the prompts cannot be
+published. Two layouts:
+
+- Mooncake's (SGLang's and other serving benchmarks replay it): one JSON object per line,
+  `{"timestamp" (ms), "input_length", "output_length", "hash_ids": [...]}`, one hash id per block of the
+  prompt (512 tokens unless told otherwise: `--hash-block-size`); equal ids are equal prefixes up to
+  that block;
+- one JSON document `{"block_size", "requests": [{"t" (s), "in", "out", "hash_ids"}]}`, as some public
+  agent-traffic traces are published (its own block size).
+
+A request's `hash_ids` must cover its prompt: ceil(input_length / block size) ids (the last one of a
+partial block); anything else is refused naming the line and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import TraceError
+from engine.traces.fields import FieldError, expect
+from engine.traces.records import json_document, json_lines, read_text
+
+DEFAULT_BLOCK = 512
+
+
+@dataclass(frozen=True)
+class HashRequest:
+    time_s: float
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class HashTrace:
+    block_size: int
+    requests: list[HashRequest]
+
+
+def _count(row: dict[str, Any], key: str) -> int:
+    value = row.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise FieldError(key, f"expected a token count, got {value!r:.40}")
+    return value
+
+
+def _request(row: Any, keys: tuple[str, str, str], time_unit: float, block: int) -> HashRequest:
+    row = expect(row, dict, "request")
+    t, n_in, n_out = keys
+    when = row.get(t)
+    if isinstance(when, bool) or not isinstance(when, (int, float)):
+        raise FieldError(t, f"expected a number, got {when!r:.40}")
+    ids = expect(row.get("hash_ids"), list, "hash_ids")
+    if not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 2**63 for h in ids):
+        raise FieldError("hash_ids", "expected non-negative integer ids")
+    n = _count(row, n_in)
+    if len(ids) != -(-n // block):
+        raise FieldError(
+            "hash_ids",
+            f"{len(ids)} ids for {n:,} input tokens at {block} per block (expected {-(-n // block)})",
+        )
+    return HashRequest(when * time_unit, n, _count(row, n_out), tuple(ids))
+
+
+def read_hash_trace(path: Path, block_size: int | None = None) -> HashTrace:
+    """The requests of a hash-id trace; `block_size` overrides the layout's own (512 for Mooncake's)."""
+    text = read_text(path)
+    if text.lstrip().startswith("{") and '"requests"' in text[:4096]:
+        doc = expect(json_document(path, text), dict, "document")
+        block = block_size or doc.get("block_size")
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            raise TraceError(f"{path}: block_size: expected a positive integer, got {block!r:.40}")
+        rows = [(f"requests[{i}]", r) for i, r in enumerate(expect(doc.get("requests"), list, "requests"))]
+        keys, unit = ("t", "in", "out"), 1.0
+    else:
+        block = block_size or DEFAULT_BLOCK
+        rows = [(f"line {n}", r) for n, r in json_lines(path, text)]
+        keys, unit = ("timestamp", "input_length", "output_length"), 1e-3
+    out = []
+    for where, row in rows:
+        try:
+            out.append(_request(row, keys, unit, block))
+        except FieldError as e:
+            raise TraceError(f"{path}: {where}: {e}") from None
+    if not out:
+        raise TraceError(f"{path}: the trace holds no requests")
+    return HashTrace(block, out)
