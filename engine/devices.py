@@ -1,9 +1,13 @@
-"""Device and dtype choice, device synchronization for honest timings, and the memory free on a device."""
+"""Device and dtype choice (the exact default, and the default of timed runs by what the CPU can do),
+device synchronization for honest timings, the memory free on a device, and telling an allocation failure
+apart."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
+from pathlib import Path
 
 import torch
 
@@ -47,8 +51,13 @@ def resolve_device(name: str | None) -> torch.device:
     return device
 
 
+# /proc/cpuinfo flags of CPU instructions that multiply bfloat16 matrices natively, and their names
+BF16_FLAGS = {"amx_bf16": "AMX-BF16", "avx512_bf16": "AVX512-BF16"}
+
+
 def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
-    """Default: bfloat16 on CUDA, float16 on MPS, float32 on CPU (bf16 is 2-2.5x slower on most CPUs)."""
+    """Default (the API's, and of every parity test): bfloat16 on CUDA, float16 on MPS, float32 on CPU,
+    whatever the CPU; `timing_dtype` is the default of timed bench runs."""
     if name in (None, "", "auto"):
         return {"cuda": torch.bfloat16, "mps": torch.float16}.get(device.type, torch.float32)
     if name not in DTYPES:
@@ -57,6 +66,52 @@ def resolve_dtype(name: str | None, device: torch.device) -> torch.dtype:
     if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise DeviceError("bfloat16 is not supported on this CUDA device; use float16")
     return dtype
+
+
+def cpu_bf16_flags(cpuinfo: str | None = None) -> list[str]:
+    """Which of BF16_FLAGS this CPU has, from the `flags` lines of /proc/cpuinfo (or the `cpuinfo` text
+    given); none where there is no /proc/cpuinfo (not Linux)."""
+    cpuinfo = _host_cpuinfo() if cpuinfo is None else cpuinfo
+    flags = {
+        f for line in cpuinfo.splitlines() if line.startswith("flags") for f in line.partition(":")[2].split()
+    }
+    return [f for f in BF16_FLAGS if f in flags]
+
+
+@functools.cache
+def _host_cpuinfo() -> str:
+    """/proc/cpuinfo, read once ("" where there is none)."""
+    try:
+        return Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+def timing_dtype(device: torch.device, cpuinfo: str | None = None) -> tuple[torch.dtype, str]:
+    """The default dtype of a timed bench run on `device`, and why: on a CPU, bfloat16 where it has native
+    bfloat16 matrix instructions (BF16_FLAGS), else float32 (emulated bfloat16 runs slower than float32);
+    elsewhere the exact default (`resolve_dtype`)."""
+    if device.type != "cpu":
+        return resolve_dtype(None, device), f"the default on {device.type.upper()}"
+    found = cpu_bf16_flags(cpuinfo)
+    if found:
+        names = " and ".join(BF16_FLAGS[f] for f in found)
+        return torch.bfloat16, f"this CPU has {names}, native bfloat16 matrix multiplies"
+    return torch.float32, "this CPU has neither AMX-BF16 nor AVX512-BF16: bfloat16 would be emulated, slower"
+
+
+def cpu_capability() -> dict[str, object]:
+    """What results record of the host CPU: torch's vector capability (e.g. AVX2, AVX512) and the bfloat16
+    matrix instructions found (BF16_FLAGS)."""
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "cpu_bf16": cpu_bf16_flags()}
+
+
+def allocation_failed(error: BaseException) -> bool:
+    """Whether `error` is a failed memory allocation: torch.OutOfMemoryError on a GPU, and on a CPU the
+    allocator's plain RuntimeError ("DefaultCPUAllocator: can't allocate memory")."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -15,8 +15,9 @@ meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b` (or `--model`)
   request doing the same (output tokens/s gain = N / time ratio);
 - solo: one request through the engine's step loop (`generate`: scheduling, sampling, detokenizing) against
   the same forwards and greedy picks called directly, what the step loop adds.
-Each line: median [min-max] of each side over the rounds, the ratio of the medians, and the range of the
-per-round ratios.
+Each line: median [min-max] of each side over the rounds, and their ratio as every paired command gives
+it: the median [min-max] of the per-round ratios, n, and the sign test's p and verdict
+(`engine.bench.reporting.stats.paired`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.harness import Pair, Shapes, decode_request  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
+from engine.bench.reporting.stats import paired  # noqa: E402
 from engine.devices import now  # noqa: E402
 from engine.inspect.flops import ideal_cached_ratio  # noqa: E402
 from engine.runtime.request import Request  # noqa: E402
@@ -43,7 +45,7 @@ TOKENS = 32  # decoded per request in the batch and solo comparisons (EOS ignore
 
 def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[str, float]:
     """One untimed call of each, then `rounds` of both (a first in even rounds, b first in odd ones).
-    Returns the report line and the ratio of the medians a / b."""
+    Returns the report line and the median of the per-round ratios a / b."""
     a(), b()
     times: tuple[list[float], list[float]] = ([], [])
     for r in range(rounds):
@@ -54,12 +56,12 @@ def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], roun
             out.append(now(pair.device) - start)
     ma, mb = statistics.median(times[0]), statistics.median(times[1])
     spans = [f"{min(t) * 1e3:.0f}-{max(t) * 1e3:.0f}" for t in times]
-    per_round = [x / y for x, y in zip(*times, strict=True)]
+    c = paired(times[0], times[1], "rounds")
     line = (
-        f"{ma * 1e3:8.1f} ms [{spans[0]}]  {mb * 1e3:8.1f} ms [{spans[1]}]  ratio {ma / mb:.3f} "
-        f"[{min(per_round):.3f}-{max(per_round):.3f}], n={rounds}"
+        f"{ma * 1e3:8.1f} ms [{spans[0]}]  {mb * 1e3:8.1f} ms [{spans[1]}]  ratio {c['ratio']:.3f} "
+        f"[{c['ratio_min']:.3f}-{c['ratio_max']:.3f}], n={c['n']}, p={c['p']:.3f}: {c['verdict']}"
     )
-    return line, ma / mb
+    return line, c["ratio"]
 
 
 def prefill(pair: Pair, n: int, rounds: int) -> str:

@@ -1,6 +1,7 @@
 """Half precision on every device present (CPU always; CUDA and MPS when the machine has them), whatever
-the run's --dtype, so that the default float32 run checks bfloat16 and float16 too; and --device refusing a
-device this machine lacks, in one line.
+the run's --dtype, so that the default float32 run checks bfloat16 and float16 too; --device refusing a
+device this machine lacks, in one line; the default dtype of timed runs by the CPU's bfloat16 instructions
+(read from a fake /proc/cpuinfo), never the exact default's; and allocation failures told apart.
 
 Tolerances come from tests/precision.py: transformers in the same dtype and device strays from its own
 float32 logits by E; ours may stray by 3E; prefix reuse and decode must match our plain forward within E.
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import engine
-from engine.devices import DTYPES
+from engine.devices import DTYPES, allocation_failed, cpu_bf16_flags, resolve_dtype, timing_dtype
 from tests.conftest import build_hf_model
 from tests.precision import Precision
 
@@ -72,3 +74,39 @@ def test_an_absent_device_stops_the_run_in_one_line() -> None:
     )
     assert proc.returncode == 4 and message in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == "", proc.stderr
+
+
+SAPPHIRE_RAPIDS = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+COOPER_LAKE = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"
+SKYLAKE = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw\n\nprocessor\t: 1\nflags\t\t: fpu avx2\n"
+
+
+def test_bfloat16_instructions_are_read_from_cpuinfo_flags() -> None:
+    assert cpu_bf16_flags(SAPPHIRE_RAPIDS) == ["amx_bf16", "avx512_bf16"]
+    assert cpu_bf16_flags(COOPER_LAKE) == ["avx512_bf16"]
+    assert cpu_bf16_flags(SKYLAKE) == [] and cpu_bf16_flags("") == []  # "" : no /proc/cpuinfo (not Linux)
+    assert cpu_bf16_flags("model name\t: amx_bf16 in a name, not a flag\n") == []
+
+
+def test_timed_runs_pick_bfloat16_only_where_the_cpu_multiplies_it_natively() -> None:
+    cpu = torch.device("cpu")
+    dtype, why = timing_dtype(cpu, SAPPHIRE_RAPIDS)
+    assert (
+        dtype == torch.bfloat16
+        and why == "this CPU has AMX-BF16 and AVX512-BF16, native bfloat16 matrix multiplies"
+    )
+    assert timing_dtype(cpu, COOPER_LAKE)[0] == torch.bfloat16
+    dtype, why = timing_dtype(cpu, SKYLAKE)
+    assert dtype == torch.float32 and "neither AMX-BF16 nor AVX512-BF16" in why
+    assert resolve_dtype(None, cpu) == torch.float32  # the API's and the parity tests' default, on any CPU
+    proc = Path("/proc/cpuinfo")
+    here = proc.read_text() if proc.exists() else ""
+    assert timing_dtype(cpu)[0] == (torch.bfloat16 if cpu_bf16_flags(here) else torch.float32)
+
+
+def test_a_failed_allocation_is_told_apart_from_other_errors() -> None:
+    with pytest.raises(RuntimeError) as cpu_failure:  # 2^57 bytes: more than any address space
+        torch.empty(2**55, dtype=torch.float32)
+    assert allocation_failed(cpu_failure.value) and not isinstance(cpu_failure.value, torch.OutOfMemoryError)
+    assert allocation_failed(torch.OutOfMemoryError("CUDA out of memory"))
+    assert not allocation_failed(RuntimeError("shape mismatch")) and not allocation_failed(ValueError("x"))

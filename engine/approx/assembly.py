@@ -7,11 +7,13 @@ prefix-cache hit. A plan says, run by run, where the prompt's rows come from: `R
 `Snapshot` (the K/V an earlier prompt computed from position 0), rotated to their new positions, or
 `Compute` them now, attending to every row before them.
 
-Exactness: a reused row is exact (counted as cached) only while every row before it is exact, it sits at
-the position it was computed at and the snapshot's tokens up to it equal the prompt's (the same prefix,
-hence the same K/V). Every other reused row is approximate: relocated (moved by a position delta) or stale
-(same position, changed context). Relocation is exact for layer 0 only, whose keys depend on the token
-and its position alone; values carry no position and are copied as they are.
+Exactness: a reused row is exact (counted as cached) only while every row before it is exact, its
+snapshot is exact (`Snapshot.exact`: built by `snapshot` or `cached_snapshot`), it sits at the position it
+was computed at and the snapshot's tokens up to it equal the prompt's (the same prefix, hence the same
+K/V). A snapshot of other weights or another dtype is refused. Every other reused row is approximate:
+relocated (moved by a position delta) or stale (same position, changed context, or a snapshot that is not
+exact). Relocation is exact for layer 0 only, whose keys depend on the token and its position alone;
+values carry no position and are copied as they are.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.approx.snapshot import Snapshot
+from engine.approx.snapshot import Snapshot, check_sources
 from engine.devices import now
 from engine.errors import KVPlanError
 from engine.kv.window import KVWindow
@@ -106,6 +108,7 @@ def assemble(
     computes, and one read of the weights however many runs the plan has."""
     ids = list(token_ids)
     check_plan(ids, plan)
+    check_sources(engine, (seg.source for seg in plan if isinstance(seg, Reuse)))
     window = KVWindow.like(engine.kv, max(capacity, len(ids)))
     counts = {"cached": 0, "relocated": 0, "stale": 0, "computed": 0}
     pos, exact, computed = 0, True, []
@@ -113,7 +116,12 @@ def assemble(
         n = len(seg)
         if isinstance(seg, Reuse):
             delta = pos - seg.start
-            exact = exact and delta == 0 and seg.source.token_ids[: seg.end] == tuple(ids[: pos + n])
+            exact = (
+                exact
+                and seg.source.exact
+                and delta == 0
+                and seg.source.token_ids[: seg.end] == tuple(ids[: pos + n])
+            )
             counts["cached" if exact else "relocated" if delta else "stale"] += n
             window.k[:, :, pos : pos + n] = engine.model.rope.shift(
                 seg.source.k[:, :, seg.start : seg.end], delta

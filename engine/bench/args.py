@@ -1,5 +1,6 @@
-"""The bench commands' flags and the default-model rule: `auto` is Qwen2.5-0.5B-Instruct when it can be
-had, else the bundled SmolLM2 (with a notice)."""
+"""The bench commands' flags, the default-model rule (`auto` is Qwen2.5-0.5B-Instruct when it can be had,
+else the bundled SmolLM2, with a notice) and the default dtype of timed commands (by what the CPU can do,
+said at the start)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import argparse
 import sys
 
 from engine.arguments import SEED_MAX, int_flag
+from engine.bench.harness.contention import busy_warning
 from engine.bench.reporting.run_folder import add_out_args, check_out
+from engine.bench.reporting.stats import MIN_PASSES
 from engine.cli import add_model_args, engine_options
+from engine.devices import dtype_name, resolve_device, resolve_dtype, timing_dtype
 from engine.errors import ModelNotFoundError
 from engine.loading.sources import resolve
 from engine.runtime.engine import Engine
@@ -27,11 +31,15 @@ def add_run_args(
     parser.add_argument("--seed", type=int_flag(0, SEED_MAX), default=0, help=seed_help)
 
 
-def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:
-    """The replaying commands' flags: `add_run_args` plus timed repeats."""
+def add_bench_args(parser: argparse.ArgumentParser) -> None:
+    """The replaying commands' flags: `add_run_args` plus timed repeats (default: the fewest passes at which
+    a paired sign test can tell two arms apart, `engine.bench.reporting.stats.MIN_PASSES`)."""
     add_run_args(parser, "scenario seed (and synthetic weights seed)")
     parser.add_argument(
-        "--repeats", type=int_flag(1), default=repeats, help=f"timed repeats per turn (default {repeats})"
+        "--repeats",
+        type=int_flag(1),
+        default=MIN_PASSES,
+        help=f"timed passes (default {MIN_PASSES}: the fewest at which a sign test can give a verdict)",
     )
 
 
@@ -51,11 +59,27 @@ def chosen_model(args: argparse.Namespace) -> str:
         return FALLBACK_MODEL
 
 
-def open_engine(args: argparse.Namespace) -> Engine:
-    """The engine of `chosen_model`, with a notice when its weights are synthetic."""
+def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
+    """The engine of `chosen_model`, with a notice when its weights are synthetic. A `timed` command's
+    default dtype (no --dtype, or auto) is `engine.devices.timing_dtype` (on a CPU: bfloat16 where it has
+    native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default. Either way
+    one line says which dtype and why, and a warning says when the machine is busier than its cores."""
     check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
-    engine = load(model, args.device, args.dtype, seed=args.seed, **engine_options(args))
+    device = resolve_device(args.device)
+    if args.dtype not in (None, "", "auto"):
+        dtype, why = resolve_dtype(args.dtype, device), "given by --dtype"
+    elif timed:
+        dtype, why = timing_dtype(device)
+    else:
+        dtype, why = (
+            resolve_dtype(None, device),
+            "the exact default (this command inspects, it does not time)",
+        )
+    print(f"[dtype {dtype_name(dtype)}: {why}]", file=sys.stderr)
+    engine = load(model, args.device, dtype_name(dtype), seed=args.seed, **engine_options(args))
+    if timed and (warning := busy_warning()) is not None:
+        print(warning, file=sys.stderr)
     if engine.source.synthetic:
         print(
             f"[{model}: synthetic random weights: timings are real, generated text is meaningless]",

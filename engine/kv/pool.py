@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from engine.arguments import integer, real
-from engine.devices import free_memory
+from engine.devices import allocation_failed, free_memory
 from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.model.config import ModelConfig
 
@@ -29,8 +29,17 @@ class KVCache:
     ) -> None:
         shape = (config.num_layers, num_blocks, block_size, config.num_kv_heads, config.head_dim)
         # torch.empty: untouched pages cost no host memory; every slot is written before it is read.
-        self.k = torch.empty(shape, dtype=dtype, device=device)
-        self.v = torch.empty(shape, dtype=dtype, device=device)
+        try:
+            self.k = torch.empty(shape, dtype=dtype, device=device)
+            self.v = torch.empty(shape, dtype=dtype, device=device)
+        except RuntimeError as e:  # torch.OutOfMemoryError on a GPU, the allocator's RuntimeError on a CPU
+            if not allocation_failed(e):
+                raise
+            tokens, size = num_blocks * block_size, 2 * torch.Size(shape).numel() * dtype.itemsize / 2**30
+            raise CacheCapacityError(
+                f"a KV cache of {tokens:,} tokens ({size:,.2f} GiB) could not be allocated on {device}; "
+                "give a smaller cache_gb or cache_tokens"
+            ) from None
         self.num_blocks = num_blocks
         self.block_size = block_size
 

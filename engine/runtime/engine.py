@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from engine.arguments import boolean, integer, string
-from engine.devices import now
+from engine.devices import allocation_failed, now
 from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.inspect.attention import MAX_BYTES, AttentionMaps, capture
 from engine.kv.sequence import SequenceState
@@ -214,13 +214,16 @@ class Engine(LoadedModel):
 
     def _window(self, req: Request) -> KVWindow | None:
         """The request's attention context for its prefill and decode, holding its cached prefix (one
-        gather). A pool-backed request whose copy does not fit in device memory gets None and gathers its
-        context from the pool every step (same numbers, more traffic); a private one has nowhere else."""
+        gather). A pool-backed request whose copy does not fit in memory (on any device) gets None and
+        gathers its context from the pool every step (same numbers, more traffic); a private one has nowhere
+        else."""
         try:
             if req.private:
                 return KVWindow.like(self.kv, req.capacity)
             return KVWindow.from_blocks(self.kv, req.seq.block_table, req.seq.num_kv, req.capacity)
-        except torch.OutOfMemoryError:
+        except RuntimeError as e:  # torch.OutOfMemoryError on a GPU, the allocator's RuntimeError on a CPU
+            if not allocation_failed(e):
+                raise
             if req.private:
                 raise CacheCapacityError(f"no device memory for a {req.capacity}-token K/V window") from None
             return None

@@ -8,14 +8,15 @@ from typing import Any
 import torch
 import transformers
 
-from engine.devices import device_description, dtype_name
+from engine.devices import cpu_capability, device_description, dtype_name
 from engine.loading.sources import ModelSource
 
 
 def identity(
     source: ModelSource, dtype: torch.dtype, device: torch.device, block_size: int, cache_tokens: int
 ) -> dict[str, Any]:
-    """Model, weights digest, architecture, dtype, device, cache geometry and library versions."""
+    """Model, weights digest, architecture, dtype, device, the host CPU's capability (torch's vector level
+    and its bfloat16 matrix instructions), cache geometry and library versions."""
     return {
         "model": source.model_id,
         "source": source.kind,
@@ -25,6 +26,7 @@ def identity(
         "dtype": dtype_name(dtype),
         "device": str(device),
         "device_name": device_description(device),
+        **cpu_capability(),
         "block_size": block_size,
         "cache_tokens": cache_tokens,
         "torch": torch.__version__,

@@ -87,7 +87,7 @@ def test_compaction_events_and_breaks(smol_tiny) -> None:
 
 def test_status_bar_cached_tokens_per_step(smol_tiny) -> None:
     traj = sized_trajectory(smol_tiny, 4, 128, 64)
-    records = replay_status(smol_tiny, traj, list(STATUS_LAYOUTS), 1, "test")
+    records = replay_status(Replayer(smol_tiny, 1, cold=False), traj, list(STATUS_LAYOUTS), "test")
     got: dict[str, list[int]] = {}
     for r in records:
         got.setdefault(r.conversation, []).append(r.cached_tokens)

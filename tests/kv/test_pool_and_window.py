@@ -68,18 +68,25 @@ def test_prefill_and_decode_steps_do_not_gather_the_context(eng, monkeypatch) ->
         assert gathers == [32] * eng.config.num_layers
 
 
-@pytest.mark.parametrize("cached", [False, True])
+CPU_ALLOCATOR = "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory"
+GPU_OOM = torch.OutOfMemoryError("no room")
+
+
+@pytest.mark.parametrize(
+    "cached, error", [(False, GPU_OOM), (True, GPU_OOM), (True, RuntimeError(CPU_ALLOCATOR))]
+)
 def test_without_room_for_the_window_steps_gather_and_agree(
-    eng, cache_tol, monkeypatch, cached: bool
+    eng, cache_tol, monkeypatch, cached: bool, error: RuntimeError
 ) -> None:
-    """Decode steps, and with a cached prefix the prefill after it too, gather from the pool instead."""
+    """Decode steps, and with a cached prefix the prefill after it too, gather from the pool instead, on a
+    GPU's OutOfMemoryError and a CPU allocator's RuntimeError alike."""
     prompt = tokens(37, 2)
     if cached:
         eng.generate(prompt, max_new_tokens=1)  # publishes 2 blocks
     cold = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=False)
 
     def no_memory(*args: object) -> None:
-        raise torch.OutOfMemoryError("no room")
+        raise error
 
     monkeypatch.setattr(KVWindow, "from_blocks", no_memory)
     gathered = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache_salt="" if cached else "new")
@@ -97,3 +104,18 @@ def test_an_uncached_request_without_room_for_its_window_is_refused(eng, monkeyp
     with pytest.raises(CacheCapacityError, match="no device memory for a 47-token K/V window"):
         eng.generate(tokens(37, 3), max_new_tokens=10, cache=False)
     assert eng.cache_stats()["blocks_in_use"] == 0 and not eng.has_unfinished()
+
+
+def test_an_allocation_that_fails_is_a_capacity_error_and_other_errors_are_not(eng, monkeypatch) -> None:
+    per_block = eng.config.num_layers * BS * eng.config.num_kv_heads * eng.config.head_dim * 4
+    with pytest.raises(
+        CacheCapacityError, match="could not be allocated on cpu"
+    ):  # 2^57 bytes: no machine has it
+        KVCache(eng.config, 2**57 // per_block + 1, BS, torch.float32, torch.device("cpu"))
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug, not memory")
+
+    monkeypatch.setattr(KVWindow, "from_blocks", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        eng.generate(tokens(20, 3), max_new_tokens=2)

@@ -49,7 +49,7 @@ def register(commands: Any) -> None:
         description=__doc__,
         epilog=docs_link("statusbar-and-compaction.md"),
     )
-    add_bench_args(p, repeats=3)
+    add_bench_args(p)
     p.add_argument("--turns", type=int_flag(1), default=50, help="conversation length (default 50)")
     p.add_argument(
         "--budget", type=int_flag(1), default=1024, help="token budget of a request (default 1024)"
@@ -228,6 +228,7 @@ def main(args: argparse.Namespace) -> int:
             ("cumulative.png", "cumulative computed tokens and TTFT"),
         ],
         {"policies": rows, "refused": replayer.refused},
+        replayer.passes,
     )
     print(table(rows, POLICY_COLUMNS))
     print(*refusals, sep="\n")

@@ -4,9 +4,11 @@ offered load: what a cache-breaking layout costs once requests queue behind each
 Every agent replays the `bench layout` scenario (the same policies and tools, its own tasks) turn by turn;
 the engine batches what is in flight (decode tokens beside chunked prefills). Arms differ only in layout:
 the same requests, the same reply lengths (EOS ignored), the same arrival times, the cache emptied before
-each run, the arms' order rotated between repeats. Loads are offered request rates (open loop, exponential
-think times) and a closed loop (every agent sends its next turn as its reply ends); by default the rates are
-0.5x, 1x and 2x the rate one full prefill of the longest prompt allows, measured first.
+each run, the arms' order rotated between repeats (each run records its position). Arms are paired by
+repeat: an arm's p50 TTFT over the first arm's is the median of the per-repeat ratios, with a sign test.
+Loads are offered request rates (open loop, exponential think times) and a closed loop (every agent sends
+its next turn as its reply ends); by default the rates are 0.5x, 1x and 2x the rate one full prefill of the
+longest prompt allows, measured first.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from tqdm import tqdm
 
 from engine.arguments import float_flag, int_flag
 from engine.bench.args import add_run_args, open_engine
+from engine.bench.harness.contention import contention_note
 from engine.bench.harness.fleet import FleetRun, run_fleet
 from engine.bench.reporting.fleet_report import (
     COLUMNS,
+    paired_ttft,
     plot_occupancy,
     plot_ttft_vs_rate,
     summarize_fleet,
@@ -102,10 +106,14 @@ def main(args: argparse.Namespace) -> int:
         for rate in rates:
             for r in range(args.repeats):
                 order = args.layouts[r % len(args.layouts) :] + args.layouts[: r % len(args.layouts)]
-                for arm in order:
+                for position, arm in enumerate(order):
                     engine.reset_cache()
                     seed = args.seed * 1000 + r
-                    runs.append(run_fleet(engine, prompts[arm], arm, rate, reply_tokens, seed, r, bar.update))
+                    runs.append(
+                        run_fleet(
+                            engine, prompts[arm], arm, rate, reply_tokens, seed, r, bar.update, position
+                        )
+                    )
     except KeyboardInterrupt:
         partial = True
     else:
@@ -132,7 +140,8 @@ def main(args: argparse.Namespace) -> int:
         "TTFT runs from a request's scheduled arrival to its first token (queueing included); tpot is the "
         "median time per output token after the first; throughput is tokens over the run's makespan; "
         "peak_pool is the largest share of the pool's blocks in use at once.",
-        *_ratios(summary, args.layouts),
+        *paired_ttft(runs, args.layouts),
+        contention_note([r.load for r in runs if r.load is not None], "fleet runs"),
     ]
     write_fleet_results(out, env, runs, summary, notes)
     print(table(summary, COLUMNS))
@@ -140,14 +149,3 @@ def main(args: argparse.Namespace) -> int:
         return interrupted(len(runs), "fleet runs", out)
     print(f"results: {out}")
     return 0
-
-
-def _ratios(summary: list[dict[str, Any]], arms: list[str]) -> list[str]:
-    """Each arm's p50 TTFT over the first arm's at every load: how the layout's cost grows with queueing."""
-    base = {r["rate"]: r["ttft_p50_ms"] for r in summary if r["arm"] == arms[0]}
-    return [
-        f"- `{r['arm']}` / `{arms[0]}`, p50 TTFT at {r['rate']}{'' if r['rate'] == 'closed loop' else ' req/s'}: "
-        f"{r['ttft_p50_ms'] / base[r['rate']]:.2f}x"
-        for r in summary
-        if r["arm"] != arms[0] and r["rate"] in base
-    ]

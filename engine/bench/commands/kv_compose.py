@@ -14,6 +14,7 @@ then the question. Arms, interleaved per prompt (order rotated):
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
 from tqdm import tqdm
@@ -24,15 +25,17 @@ from engine.approx.snapshot import snapshot
 from engine.arguments import float_flag, int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.harness.approx_runs import (
+    LAYER_NOTE,
     SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
     flat,
-    run_plan,
+    run_arms,
     score,
     shown,
     summarize_variants,
 )
+from engine.bench.harness.contention import PassLoad, contention_note
 from engine.bench.reporting.approx_plots import plot_layer_cosine, plot_ttft_vs_length
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
@@ -56,6 +59,7 @@ def main(args: argparse.Namespace) -> int:
     spliced = f"splice+{round(100 * args.recompute)}%"
     variants = ["recompute", "exact-prefix", "splice", spliced]
     rows: list[dict[str, Any]] = []
+    loads: list[PassLoad] = []  # per prompt
     try:
         for i, lay in enumerate(tqdm(layouts(args.prompts, args.seed), desc="kv-compose", unit="prompt")):
             parts: list[Part] = [(snaps[lay.skills[0]], 0, len(pre))]
@@ -65,26 +69,29 @@ def main(args: argparse.Namespace) -> int:
                 ]
             ids, plan = plan_splice([*parts, tails[lay.question]])
             plans = {
-                "recompute": [Compute(len(ids))],
-                "exact-prefix": plan_prefix(snaps[lay.skills[0]], ids),
-                "splice": plan,
-                spliced: plan_splice([*parts, tails[lay.question]], args.recompute)[1],
+                "recompute": (ids, [Compute(len(ids))]),
+                "exact-prefix": (ids, plan_prefix(snaps[lay.skills[0]], ids)),
+                "splice": (ids, plan),
+                spliced: (ids, plan_splice([*parts, tails[lay.question]], args.recompute)[1]),
             }
-            order = variants[i % len(variants) :] + variants[: i % len(variants)]
-            runs = {v: run_plan(engine, ids, plans[v], args.answer_tokens) for v in order}
+            runs, load = run_arms(engine, plans, i, args.answer_tokens)
+            loads.append(load)
             rows += [
                 {"prompt": i, "skills": "+".join(lay.skills), "blocks": len(lay.skills), "variant": v}
-                | score(runs["recompute"], runs[v])
+                | score(runs["recompute"], runs[v], load)
                 for v in variants
             ]
     except KeyboardInterrupt:  # keep the prompts that finished
         env["partial"] = True
         if not rows:
             return interrupted(0, "prompts", None)
-    summary = summarize_variants(rows, variants)
+    summary = summarize_variants(rows, variants, "recompute")
 
     out = run_dir(args, "kv-compose", engine)
-    write_json(out / "kv_compose.json", {"environment": env, "summary": summary, "prompts": rows})
+    write_json(
+        out / "kv_compose.json",
+        {"environment": env, "summary": summary, "loads": [asdict(x) for x in loads], "prompts": rows},
+    )
     write_csv(out / "prompts.csv", flat(rows))
     write_csv(out / "summary.csv", flat(summary))
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']})"
@@ -100,9 +107,12 @@ def main(args: argparse.Namespace) -> int:
         f"- {len(rows) // len(variants)} of {args.prompts} prompts of 1-4 skill blocks "
         f"({args.repeat} x 4 rules each)",
         f"- {SPREAD_NOTE}",
+        f"- {contention_note(loads, 'prompts')}",
         "",
         *([PARTIAL_NOTE, ""] if env["partial"] else []),
         text,
+        "",
+        LAYER_NOTE,
         "",
         "![TTFT vs length](ttft_vs_length.png)",
         "",

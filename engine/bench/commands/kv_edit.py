@@ -15,6 +15,7 @@ Then the layout tie-in: timestamp-first rescued by editing the time line in plac
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from typing import Any
 
 from tqdm import tqdm
@@ -25,15 +26,17 @@ from engine.approx.snapshot import snapshot
 from engine.arguments import int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.harness.approx_runs import (
+    LAYER_NOTE,
     SPREAD_NOTE,
     SUMMARY_COLUMNS,
     finish,
     flat,
-    run_plan,
+    run_arms,
     score,
     shown,
     summarize_variants,
 )
+from engine.bench.harness.contention import PassLoad, contention_note
 from engine.bench.reporting.approx_plots import plot_agreement, plot_layer_cosine
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
@@ -49,9 +52,17 @@ LAYOUT_VARIANTS = ["stable-first", "timestamp-first", "timestamp-first+edit"]
 
 
 def run_pair(
-    engine: Engine, pair: Any, downstream: str, cot: bool, window: int, new_tokens: int, turn: int
+    engine: Engine,
+    pair: Any,
+    downstream: str,
+    cot: bool,
+    window: int,
+    new_tokens: int,
+    turn: int,
+    loads: list[PassLoad],
 ) -> list[dict[str, Any]]:
-    """Every variant of one (old, new) pair, in an order rotated by `turn` (interleaved timings)."""
+    """Every variant of one (old, new) pair, in an order rotated by `turn` (interleaved timings); the
+    machine's load while they ran is appended to `loads`."""
     f = pair.field
     old_ids = engine.render(messages(f, pair.old, downstream, cot))
     new_ids = engine.render(messages(f, pair.new, downstream, cot))
@@ -65,8 +76,8 @@ def run_pair(
         "edit+W": (new_ids, plan_edit(old, new_ids, window)),
         "erratum": (err_ids, plan_prefix(old, err_ids)),
     }
-    order = VARIANTS[turn % len(VARIANTS) :] + VARIANTS[: turn % len(VARIANTS)]
-    runs = {v: run_plan(engine, *plans[v], new_tokens) for v in order}
+    runs, load = run_arms(engine, plans, turn, new_tokens)
+    loads.append(load)
     want = decision(runs["exact"].text, f.options)
     was = decision(runs["stale"].text, f.options)  # the stale run is the old prompt answered exactly
     return [
@@ -82,7 +93,7 @@ def run_pair(
             "old_decision": was,
             "agree": decision(runs[v].text, f.options) == want,
         }
-        | score(runs["exact"], runs[v])
+        | score(runs["exact"], runs[v], load)
         for v in VARIANTS
     ]
 
@@ -127,10 +138,9 @@ def layout_rescue(engine: Engine, args: argparse.Namespace, rows: list[dict[str,
             "stable-first cold": (stable, [Compute(len(stable))]),
             "timestamp-first cold": (ts, [Compute(len(ts))]),
         }
-        names = list(plans)[t % len(plans) :] + list(plans)[: t % len(plans)]
-        runs = {v: run_plan(engine, *plans[v], args.answer_tokens) for v in names}
+        runs, load = run_arms(engine, plans, t, args.answer_tokens)
         rows += [
-            {"turn": t + 1, "variant": v} | score(runs[v.split("+")[0] + " cold"], runs[v])
+            {"turn": t + 1, "variant": v} | score(runs[v.split("+")[0] + " cold"], runs[v], load)
             for v in LAYOUT_VARIANTS
         ]
 
@@ -142,11 +152,11 @@ def main(args: argparse.Namespace) -> int:
     todo = [(i, p, cot) for i, p in enumerate(pairs(args.pairs, args.seed)) for cot in (False, True)]
     rows: list[dict[str, Any]] = []
     layout_rows: list[dict[str, Any]] = []
+    loads: list[PassLoad] = []  # per (pair, step-by-step) run
     try:
         for i, pair, cot in tqdm(todo, desc="kv-edit", unit="pair"):
-            rows += run_pair(
-                engine, pair, downstream, cot, args.window, args.cot_tokens if cot else args.answer_tokens, i
-            )
+            new_tokens = args.cot_tokens if cot else args.answer_tokens
+            rows += run_pair(engine, pair, downstream, cot, args.window, new_tokens, i, loads)
         layout_rescue(engine, args, layout_rows)
     except KeyboardInterrupt:  # keep the pairs (and layout turns) that finished
         env["partial"] = True
@@ -156,9 +166,9 @@ def main(args: argparse.Namespace) -> int:
     summary = [
         s | {"cot": cot}
         for cot in (False, True)
-        for s in summarize_variants([r for r in rows if r["cot"] == cot], VARIANTS)
+        for s in summarize_variants([r for r in rows if r["cot"] == cot], VARIANTS, "exact", "pairs")
     ]
-    layout_summary = summarize_variants(layout_rows, LAYOUT_VARIANTS)
+    layout_summary = summarize_variants(layout_rows, LAYOUT_VARIANTS, unit="turns")
 
     out = run_dir(args, "kv-edit", engine)
     write_json(
@@ -168,6 +178,7 @@ def main(args: argparse.Namespace) -> int:
             "agreement": agree,
             "summary": summary,
             "layout_summary": layout_summary,
+            "loads": [asdict(x) for x in loads],
             "pairs": rows,
             "layout": layout_rows,
         },
@@ -193,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
         f"({len(rows) // len(VARIANTS)} runs finished), window W={args.window}, "
         f"{args.policies} policy lines downstream",
         f"- {SPREAD_NOTE}",
+        f"- {contention_note(loads, 'pair runs')}",
         "",
         *([PARTIAL_NOTE, ""] if env["partial"] else []),
         "## Decision agreement",
@@ -200,6 +212,8 @@ def main(args: argparse.Namespace) -> int:
         tables[0],
         "",
         "## Fidelity and TTFT (against the exact recompute)",
+        "",
+        LAYER_NOTE,
         "",
         tables[1],
         "",

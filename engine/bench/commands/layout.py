@@ -42,7 +42,7 @@ def register(commands: Any) -> None:
         description=__doc__,
         epilog=docs_link("layout.md"),
     )
-    add_bench_args(p, repeats=5)
+    add_bench_args(p)
     p.add_argument(
         "--layouts",
         nargs="+",
@@ -111,7 +111,8 @@ def main(args: argparse.Namespace) -> int:
         "",
         "Summary over turns 2+ (turn 1 is a cold start in every layout); `ttft_ratio` is relative to "
         f"`{baseline}`, measured in the same run; the layouts' order within a turn rotates from pass to pass. "
-        "Cold TTFT: the same prompt with no cache, on a KV pool of its own (it evicts nothing warm).",
+        "Cold TTFT: the same prompt with no cache, in a private window of its own (it evicts nothing warm), run after "
+        "the warm request in one pass and before it in the next (`cold_first_passes` in turns.json).",
         "",
         f"Where reuse ended on turn {last}:",
         *where,
@@ -137,6 +138,7 @@ def main(args: argparse.Namespace) -> int:
         notes,
         plots,
         {"scenario": {"scale": args.scale, "turns": last, "tools": len(sc.tools), "replies": args.replies}},
+        replayer.passes,
     )
     print(table(summary, SUMMARY_COLUMNS))
     if confounded:

@@ -177,7 +177,7 @@ def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
     ]
     env = environment(engine, "replay", args, partial)
     summary = summarize_turns(records, "trace")
-    write_results(out, f"Trace replay: {name}", env, records, summary, notes, plots)
+    write_results(out, f"Trace replay: {name}", env, records, summary, notes, plots, passes=replayer.passes)
     print(table(rows, TURN_COLUMNS))
     if partial:
         return interrupted(len(records), "turns", out)

@@ -65,7 +65,7 @@ def run_sink(args: argparse.Namespace) -> int:
         raise PromptError(
             f"--min-row and --first-k must be at least 1, got {args.min_row} and {args.first_k}"
         )
-    engine = open_engine(args)
+    engine = open_engine(args, timed=False)
     prompts = {spec: load_prompt(engine, spec) for spec in args.prompts}
     reference = None
     if args.check_transformers:

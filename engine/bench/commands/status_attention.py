@@ -118,7 +118,7 @@ def run_case(engine: Engine, messages: list[Message], max_new_tokens: int) -> di
 
 
 def run_status_attention(args: argparse.Namespace) -> int:
-    engine = open_engine(args)
+    engine = open_engine(args, timed=False)
     cases: dict[str, dict[str, Any]] = {}
     try:
         for name, msgs in tqdm(CASES.items(), desc="cases"):

@@ -19,7 +19,7 @@ from engine.bench.reporting.replay_plots import (
 from engine.bench.reporting.replay_report import SUMMARY_COLUMNS, summarize_turns, table, write_results
 from engine.bench.reporting.results import environment, write_csv
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
-from engine.bench.reporting.stats import per_pass, spread
+from engine.bench.reporting.stats import MIN_PASSES, per_pass, spread, verdict
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     Trajectory,
@@ -51,7 +51,9 @@ SWEEP_COLUMNS = [
     "break_even_between",
     "append_wins_measured",
     "append_wins_predicted",
-    "measured_sign_beyond_spread",
+    "measured_verdict",
+    "measured_p",
+    "contended_passes",
 ]
 
 
@@ -87,27 +89,28 @@ def register(commands: Any) -> None:
     p.set_defaults(func=main)
 
 
-def replay_status(
-    engine: Engine, traj: Trajectory, layouts: list[str], repeats: int, desc: str
-) -> list[TurnRecord]:
+def replay_status(replayer: Replayer, traj: Trajectory, layouts: list[str], desc: str) -> list[TurnRecord]:
+    """Every status layout over the trajectory's calls, interleaved in one replay (no cold baselines)."""
     convs = [
         Conversation(
             name, lambda t, _r, name=name: status_request(name, traj, t), lambda t: call_message(traj, t)
         )
         for name in layouts
     ]
-    return Replayer(engine, repeats, cold=False).run(convs, len(traj.calls), desc=desc)
+    return replayer.run(convs, len(traj.calls), desc=desc)
 
 
 def sweep_point(engine: Engine, traj: Trajectory, asked: tuple[int, int], repeats: int) -> dict[str, Any]:
-    """Measured sum-of-TTFT difference (append - replace), per pass, against the cost model with measured
-    c and alpha (min-max of the prediction over alpha's repeats). `asked`: the S and R the sweep asked for."""
+    """Measured sum-of-TTFT difference (append - replace), per pass, with the sign test of the per-pass
+    differences against 0, against the cost model with measured c and alpha (min-max of the prediction over
+    alpha's repeats). `asked`: the S and R the sweep asked for."""
     steps = len(traj.calls)
     s, r = sizes(engine, traj)
-    recs = replay_status(engine, traj, ["status-replace", "status-append"], repeats, f"S={s} R={r} N={steps}")
+    replayer = Replayer(engine, repeats, cold=False)
+    layouts = ["status-replace", "status-append"]
+    recs = replay_status(replayer, traj, layouts, f"S={s} R={r} N={steps}")
     total = {  # summed TTFT of each pass
-        name: per_pass([r.ttft_passes_s for r in recs if r.conversation == name], sum)
-        for name in ("status-replace", "status-append")
+        name: per_pass([r.ttft_passes_s for r in recs if r.conversation == name], sum) for name in layouts
     }
     new = s + r + len(engine.tokenizer(traj.results[0], add_special_tokens=False).input_ids)
     append = [x for x in recs if x.conversation == "status-append"]
@@ -121,9 +124,10 @@ def sweep_point(engine: Engine, traj: Trajectory, asked: tuple[int, int], repeat
             * (append_extra_tokens(s, r, steps, alpha) - replace_extra_tokens(s, r, steps, alpha))
         )
 
-    measured = spread(
+    differences = [
         1000 * (a - b) for a, b in zip(total["status-append"], total["status-replace"], strict=False)
-    )
+    ]
+    measured, (word, p) = spread(differences), verdict(differences, center=0.0)
     predicted = [predict(a) for a in costs.alphas]
     return {
         "status_tokens_asked": asked[0],
@@ -145,10 +149,9 @@ def sweep_point(engine: Engine, traj: Trajectory, asked: tuple[int, int], repeat
         "break_even_between": break_even_between(s, steps, costs.alpha),
         "append_wins_measured": measured["median"] < 0,
         "append_wins_predicted": predict(costs.alpha) < 0,
-        # one pass has no spread to be beyond: no claim (None) rather than a sign from a single number
-        "measured_sign_beyond_spread": (measured["max"] < 0 or measured["min"] > 0)
-        if measured["n"] >= 2
-        else None,
+        "measured_verdict": {"lower": "append cheaper", "higher": "replace cheaper"}.get(word, word),
+        "measured_p": p,
+        "contended_passes": sum(x.contended for x in replayer.passes),
     }
 
 
@@ -157,8 +160,9 @@ def main(args: argparse.Namespace) -> int:
     traj = sized_trajectory(engine, args.steps, args.status_tokens, args.between_tokens)
     points = list(itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps))
     trajectories = [sized_trajectory(engine, n, s, r) for s, r, n in points]  # a size refused before any run
+    replayer = Replayer(engine, args.repeats, cold=False)
     records, partial = finished_turns(
-        lambda: replay_status(engine, traj, list(STATUS_LAYOUTS), args.repeats, "statusbar")
+        lambda: replay_status(replayer, traj, list(STATUS_LAYOUTS), "statusbar")
     )
     if partial and not records:
         return interrupted(0, "turns", None)
@@ -180,7 +184,8 @@ def main(args: argparse.Namespace) -> int:
         plot_sweep(sweep, out / "sweep.png", f"Replace vs append, measured vs model: {title}")
         write_csv(out / "sweep.csv", sweep)
     agree = sum(r["append_wins_measured"] == r["append_wins_predicted"] for r in sweep)
-    beyond = sum(bool(r["measured_sign_beyond_spread"]) for r in sweep)
+    told = sum(r["measured_verdict"] in ("append cheaper", "replace cheaper") for r in sweep)
+    few = sum(r["measured_verdict"].startswith("too few") for r in sweep)
     s_main, r_main = sizes(engine, traj)
     notes = [
         f"Main run: N={args.steps} updates, S={s_main} status tokens (asked {args.status_tokens}), "
@@ -188,17 +193,17 @@ def main(args: argparse.Namespace) -> int:
         "every layout sees the same trajectory. S and R as the cost model takes them: the status at the "
         "middle step; the agent's reply (its words and tool call) as the model emits it.",
         "",
-        "Cost model: replace ≈ (N-1)(1-α)R, append ≈ αSN(N-1)/2 token-equivalents; α and the cost of a "
-        "computed token c are measured per sweep point with the same new-token count and cached context "
-        "(cached arm on the warm path, both arms back to back in each repeat).",
+        "Cost model: replace ≈ (N-1)(1-α)R, append ≈ αSN(N-1)/2 token-equivalents; the marginal cost of a "
+        "computed token c (the slope of cold TTFT between n and 2n new tokens, so a forward's fixed cost cancels) "
+        "and α (the warm path's extra TTFT per cached token over the same n new tokens alone, relative to c) are "
+        "measured per sweep point with its new-token count and cached context, the arms back to back in an "
+        "order that alternates per repeat.",
         f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points"
         + (f" ({len(points)} asked)" if len(sweep) < len(points) else "")
-        + (
-            f"; the measured sign is beyond the spread (min–max over passes all on one side of 0) in {beyond} "
-            "of them, the others are within noise."
-            if args.repeats >= 2
-            else "; with one pass per point no sign can be beyond the spread (pass --repeats 2 or more)."
-        ),
+        + f"; a sign test of the per-pass differences against 0 (p ≤ 0.05, `measured_p`) tells which layout "
+        f"is cheaper in {told} of them"
+        + (f", too few passes to tell in {few} (a verdict needs {MIN_PASSES})" if few else "")
+        + ", the others are within noise. `contended_passes`: passes of that point run on a busy machine.",
         "",
         table(sweep, SWEEP_COLUMNS) if sweep else "",
     ]
@@ -216,6 +221,7 @@ def main(args: argparse.Namespace) -> int:
         notes,
         plots,
         {"sweep": sweep},
+        replayer.passes,
     )
     print(table(summary, SUMMARY_COLUMNS))
     if sweep:

@@ -9,7 +9,8 @@ reply, so the arms of a comparison send the same tokens in the same pattern and 
 
 TTFT is measured from the request's scheduled arrival (not from when the driver got to add it, between two
 engine steps), so a request that arrives while a step runs waits, as it would at a server. Prompts are
-rendered before the run: nothing but the engine runs inside the clock.
+rendered before the run: nothing but the engine runs inside the clock. Each run records the machine's load
+while it ran (`engine.bench.harness.contention`) and its position among the arms of its repeat.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.bench.harness.contention import PassLoad, start_pass
 from engine.runtime.engine import Engine
 
 
@@ -45,6 +47,8 @@ class FleetRun:
     makespan_s: float
     requests: list[FleetRequest] = field(default_factory=list)
     occupancy: list[tuple[float, int, int]] = field(default_factory=list)  # (t, blocks in use, cached)
+    position: int = 0  # where this run came among the arms of its rate and repeat (0: first)
+    load: PassLoad | None = None  # the machine's load while it ran (set when it ends)
 
 
 def run_fleet(
@@ -56,6 +60,7 @@ def run_fleet(
     seed: int,
     repeat: int = 0,
     on_request: Callable[[], None] | None = None,
+    position: int = 0,
 ) -> FleetRun:
     """Replay `prompts[agent][turn]` (token ids) as a fleet, on an engine whose cache was just emptied."""
     rng = random.Random(seed)
@@ -69,7 +74,8 @@ def run_fleet(
             ready[a] = clock
     next_turn = [0] * agents
     flying: dict[str, tuple[int, int, float, float]] = {}  # rid -> (agent, turn, scheduled, added)
-    run = FleetRun(arm, rate, repeat, 0.0)
+    run = FleetRun(arm, rate, repeat, 0.0, position=position)
+    finish = start_pass(engine.device)
     start = time.perf_counter()
     while any(t < turns for t in next_turn) or flying:
         now = time.perf_counter() - start
@@ -111,4 +117,5 @@ def run_fleet(
         stats = engine.cache_stats()
         run.occupancy.append((time.perf_counter() - start, stats["blocks_in_use"], stats["blocks_cached"]))
     run.makespan_s = time.perf_counter() - start
+    run.load = finish()
     return run

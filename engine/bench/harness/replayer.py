@@ -9,8 +9,11 @@ replies (the model's, scripted, or those another conversation's model wrote: `re
 passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
 
 TTFT is arrival to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
-are timed apart (`render_s`, `tokenize_s`). Cold baselines run on an engine with its own KV pool over
-the same weights, so they never evict a block of the warm cache.
+are timed apart (`render_s`, `tokenize_s`). Cold baselines run on the same engine with `cache=False`: a
+private window of their own, no lookup, nothing published and nothing evicted, so the warm cache is left
+as it was. A turn's cold run comes after its warm request in one pass and before it in the next (turn t
+of pass p: cold first when p + t is odd), and the order is recorded per pass. Each pass records the
+machine's load and this process's CPU time against wall time (`engine.bench.harness.contention`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from engine.bench.harness.contention import PassLoad, start_pass
 from engine.bench.reporting.stats import spread
 from engine.errors import CompactionError
 from engine.prompts.chat import Message
@@ -66,7 +70,7 @@ class TurnRecord:
     ttft_s: float  # admission -> first sampled token, median over passes
     ttft_min_s: float
     ttft_max_s: float
-    cold_ttft_s: float  # the same prompt with no cache, on its own pool (0: not measured)
+    cold_ttft_s: float  # the same prompt with no cache (0: not measured)
     cold_ttft_min_s: float
     cold_ttft_max_s: float
     prefill_s: float
@@ -76,13 +80,14 @@ class TurnRecord:
     reply: str
     ttft_passes_s: list[float] = field(default_factory=list)  # TTFT of pass 0, 1, ...
     cold_ttft_passes_s: list[float] = field(default_factory=list)
+    cold_first_passes: list[bool] = field(default_factory=list)  # per pass: the cold run came first
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # (label, start, end) of the prompt
     meta: dict[str, Any] = field(default_factory=dict)
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV (meta keys inlined; regions and per-pass lists left out: they are in JSON)."""
         d = asdict(self)
-        skip = ("meta", "regions", "ttft_passes_s", "cold_ttft_passes_s")
+        skip = ("meta", "regions", "ttft_passes_s", "cold_ttft_passes_s", "cold_first_passes")
         return {k: v for k, v in d.items() if k not in skip} | d["meta"]
 
 
@@ -120,17 +125,7 @@ class Replayer:
         self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
     ) -> None:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
-        self._cold_engine: Engine | None = None
-
-    def cold_engine(self, tokens: int) -> Engine:
-        """An engine with its own KV pool of at least `tokens` tokens over the same weights (grown by
-        doubling), for requests that must not touch the warm cache."""
-        if (
-            self._cold_engine is None
-            or self._cold_engine.blocks.num_blocks * self.engine.blocks.block_size < tokens
-        ):
-            self._cold_engine = self.engine.with_own_pool(max(4096, 1 << (tokens - 1).bit_length()))
-        return self._cold_engine
+        self.passes: list[PassLoad] = []  # the machine's load during each finished pass
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
         """One record per turn of each conversation; on Ctrl-C, RunInterrupted with the finished turns."""
@@ -153,7 +148,7 @@ class Replayer:
         replies: dict[str, list[str]] = {c.name: [] for c in conversations}
         forced: dict[tuple[str, int], list[int]] = {}  # tokens of each reply, teacher-forced in later passes
         warm: dict[tuple[str, int], list[Any]] = {}
-        cold: dict[tuple[str, int], list[float]] = {}
+        cold: dict[tuple[str, int], list[tuple[float, bool]]] = {}  # (TTFT, ran before the warm request)
         encode: dict[tuple[str, int], list[Any]] = {}  # the request's render/tokenize timings per pass
         # (conversation, turn) -> the request and its token ids, kept for inspection after the run
         self.requests: dict[tuple[str, int], tuple[Request, list[int]]] = {}
@@ -170,9 +165,11 @@ class Replayer:
         self.refused: dict[str, tuple[int, str]] = {}
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
         warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
-        self.cold_engine(64).generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        e.generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        self.passes = []
         for p in range(self.repeats):
             e.reset_cache()
+            finish_pass = start_pass(e.device)
             start = p % len(conversations)  # rotate who goes first within a turn
             for t in range(turns):
                 for conv in conversations[start:] + conversations[:start]:
@@ -187,6 +184,9 @@ class Replayer:
                         bar.update()
                         continue
                     req, ids = requests[key]
+                    cold_first = self.cold and (p + t) % 2 == 1
+                    if cold_first:
+                        cold.setdefault(key, []).append((self._cold_ttft(ids), True))
                     encoded = e.prompts.render_timed(req.messages, req.tools)
                     assert encoded.ids == ids, "the request rendered differently in a later pass"
                     encode.setdefault(key, []).append(encoded)
@@ -209,12 +209,12 @@ class Replayer:
                         if len(forced[key]) > 1:
                             e.generate(ids + forced[key][:-1], max_new_tokens=1, cache_salt=conv.name)
                     warm.setdefault(key, []).append(gen)
-                    if self.cold:
-                        cold_gen = self.cold_engine(len(ids) + 1).generate(ids, max_new_tokens=1, cache=False)
-                        cold.setdefault(key, []).append(cold_gen.timing.ttft_s)
+                    if self.cold and not cold_first:
+                        cold.setdefault(key, []).append((self._cold_ttft(ids), False))
                     if p == 0:
                         self.finished.append(key)
                     bar.update()
+            self.passes.append(finish_pass())
         bar.close()
         return [
             self._record(c.name, t, requests, forced, warm, cold, replies, encode)
@@ -222,6 +222,10 @@ class Replayer:
             for t in range(turns)
             if (c.name, t) in requests
         ]
+
+    def _cold_ttft(self, ids: list[int]) -> float:
+        """TTFT of `ids` with no cache (a private window: the warm cache is neither read nor touched)."""
+        return self.engine.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
 
     @staticmethod
     def _given_reply(conv: Conversation, t: int, replies: dict[str, list[str]]) -> str | Message | None:
@@ -256,7 +260,7 @@ class Replayer:
             lcp = common_prefix(ids, before)
             first_change = lcp if lcp < len(before) else -1
         ttft = spread(g.timing.ttft_s for g in gens)
-        colds = cold.get((name, t), [])
+        colds = [ttft for ttft, _ in cold.get((name, t), [])]
         cold_ttft = spread(colds) if colds else {"median": 0.0, "min": 0.0, "max": 0.0}
         return TurnRecord(
             conversation=name,
@@ -286,7 +290,8 @@ class Replayer:
             tokenize_s=spread(x.tokenize_s for x in encode[(name, t)])["median"],
             reply=replies[name][t],
             ttft_passes_s=[g.timing.ttft_s for g in gens],
-            cold_ttft_passes_s=list(colds),
+            cold_ttft_passes_s=colds,
+            cold_first_passes=[first for _, first in cold.get((name, t), [])],
             regions=[(r.label, r.start, r.end) for r in rendered.regions],
             meta=dict(req.meta),
         )

@@ -42,7 +42,8 @@ def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> No
 
 
 def plot_layer_cosine(summary: Sequence[dict[str, Any]], path: Path, title: str) -> None:
-    """Median cosine of the last prompt token's hidden state to the exact run's, per layer and variant."""
+    """Median cosine of the last prompt token's hidden state to the exact run's, per layer and variant, each
+    dimension standardized by the exact run's mean and spread (`engine.approx.fidelity`)."""
     series = {
         f"{s['variant']}{', step by step' if s.get('cot') else ''}": (
             list(range(len(s["layer_cosine"]))),
@@ -51,7 +52,13 @@ def plot_layer_cosine(summary: Sequence[dict[str, Any]], path: Path, title: str)
         for s in summary
         if s["variant"] != "exact"
     }
-    line_chart(series, path, title=title, xlabel="layer", ylabel="cosine to the exact hidden state (median)")
+    line_chart(
+        series,
+        path,
+        title=title,
+        xlabel="layer",
+        ylabel="cosine to the exact hidden state\n(standardized per dimension, median)",
+    )
 
 
 def plot_ttft_vs_length(

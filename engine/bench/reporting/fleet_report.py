@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from engine.bench.harness.fleet import FleetRun  # noqa: E402
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table  # noqa: E402
 from engine.bench.reporting.results import provenance, write_csv, write_json  # noqa: E402
+from engine.bench.reporting.stats import paired  # noqa: E402
 
 COLUMNS = [
     "arm",
@@ -81,6 +82,30 @@ def summarize_fleet(runs: Sequence[FleetRun], total_blocks: int) -> list[dict[st
     return rows
 
 
+def paired_ttft(runs: Sequence[FleetRun], arms: Sequence[str]) -> list[str]:
+    """Per load, each arm's p50 TTFT over the first arm's: the median [min–max] of the ratios of runs of the
+    same repeat (the same arrivals), n and the sign test's p and verdict (`engine.bench.reporting.stats`)."""
+    p50 = {
+        (r.arm, r.rate, r.repeat): percentile([x.ttft_s for x in r.requests], 50) for r in runs if r.requests
+    }
+    lines = []
+    for rate in dict.fromkeys(r.rate for r in runs):
+        where = "closed loop" if rate is None else f"{round(rate, 3)} req/s"
+        for arm in arms[1:]:
+            repeats = [k for (a, at, k) in p50 if (a, at) == (arm, rate) and (arms[0], rate, k) in p50]
+            if not repeats:
+                continue
+            c = paired(
+                [p50[(arm, rate, k)] for k in repeats], [p50[(arms[0], rate, k)] for k in repeats], "repeats"
+            )
+            p = "" if c["p"] is None else f", p = {c['p']:.3f}"
+            lines.append(
+                f"- `{arm}` / `{arms[0]}`, p50 TTFT at {where}: {c['ratio']:.2f}x "
+                f"[{c['ratio_min']:.2f}–{c['ratio_max']:.2f}] over n = {c['n']} repeats{p}: {c['verdict']}"
+            )
+    return lines
+
+
 def plot_ttft_vs_rate(summary: Sequence[dict[str, Any]], out: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for arm in dict.fromkeys(r["arm"] for r in summary):
@@ -140,7 +165,11 @@ def write_fleet_results(
     write_json(
         out / "fleet.json", {"environment": env, "summary": list(summary), "runs": [asdict(r) for r in runs]}
     )
-    rows = [{"arm": r.arm, "rate": r.rate, "repeat": r.repeat} | asdict(q) for r in runs for q in r.requests]
+    rows = [
+        {"arm": r.arm, "rate": r.rate, "repeat": r.repeat, "position": r.position} | asdict(q)
+        for r in runs
+        for q in r.requests
+    ]
     write_csv(out / "requests.csv", rows)
     write_csv(out / "summary.csv", list(summary))
     lines = [

@@ -8,9 +8,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from engine.bench.harness.contention import PassLoad, contention_note
 from engine.bench.harness.replayer import TurnRecord
 from engine.bench.reporting.results import provenance, write_csv, write_json
-from engine.bench.reporting.stats import pass_ratios, per_pass, spread, verdict
+from engine.bench.reporting.stats import ALPHA, MIN_PASSES, paired, per_pass, spread
 
 TTFT_MEANS = (
     "TTFT is arrival to the first sampled token (block lookup, prefill, first sample; device-synchronized); "
@@ -22,7 +23,11 @@ SUMMARY_COLUMNS = [
     "ttft_ms",
     "ttft_ratio",
     "vs_baseline",
+    "p",
     "cold_ttft_ms",
+    "warm_cold_ratio",
+    "vs_cold",
+    "cold_p",
     "total_ttft_s",
     "cached_share",
     "computed_tokens",
@@ -44,11 +49,12 @@ MARKDOWN_ESCAPES = str.maketrans({"\\": "\\\\", "|": "\\|", "`": "\\`", "\n": "�
 
 def summarize_turns(records: Sequence[TurnRecord], baseline: str) -> list[dict[str, Any]]:
     """Per conversation: its TTFT over turns 2+ (turn 1 is a cold start for everyone) as one value per
-    pass (the median over those turns), given as the median over passes with min-max; the ratio of that
-    median to the baseline's with the min-max of the per-pass ratios; `vs_baseline` says whether the two
-    min-max ranges are apart ('lower' / 'higher') or overlap ('within noise'). Summed TTFT over all turns
-    per pass likewise; cached share over turns 2+; computed and prompt tokens over all turns.
-    `cold_ttft_ms` is None when the replay measured no cold baseline."""
+    pass (the median over those turns), given as the median over passes with min-max; `ttft_ratio`, the
+    median [min-max] of its per-pass ratios to the baseline's, with `vs_baseline` and `p` from the sign test
+    of those ratios (`engine.bench.reporting.stats.paired`); likewise `warm_cold_ratio`, `vs_cold` and
+    `cold_p` against its own cold TTFT of the same passes. Summed TTFT over all turns per pass like TTFT;
+    cached share over turns 2+; computed and prompt tokens over all turns. The cold columns are None when
+    the replay measured no cold baseline."""
     groups: dict[str, list[TurnRecord]] = {}
     for r in records:
         groups.setdefault(r.conversation, []).append(r)
@@ -62,14 +68,15 @@ def summarize_turns(records: Sequence[TurnRecord], baseline: str) -> list[dict[s
         row: dict[str, Any] = {"conversation": name, "passes": len(passes[name])}
         _with_spread(row, "ttft_ms", passes[name], 1000)
         if baseline in passes:
-            ratios = pass_ratios(passes[name], passes[baseline])
-            row["ttft_ratio"] = row["ttft_ms"] / (1000 * spread(passes[baseline])["median"])
-            row["ttft_ratio_min"], row["ttft_ratio_max"] = min(ratios), max(ratios)
-            row["vs_baseline"] = "baseline" if name == baseline else verdict(passes[name], passes[baseline])
+            _with_paired(row, "ttft_ratio", "vs_baseline", "p", passes[name], passes[baseline])
+            if name == baseline:
+                row |= {"vs_baseline": "baseline", "p": None}
         if all(r.cold_ttft_passes_s for r in later(rs)):
-            _with_spread(row, "cold_ttft_ms", per_pass([r.cold_ttft_passes_s for r in later(rs)]), 1000)
+            colds = per_pass([r.cold_ttft_passes_s for r in later(rs)])
+            _with_spread(row, "cold_ttft_ms", colds, 1000)
+            _with_paired(row, "warm_cold_ratio", "vs_cold", "cold_p", passes[name], colds)
         else:
-            row["cold_ttft_ms"] = None
+            row |= dict.fromkeys(["cold_ttft_ms", "warm_cold_ratio", "vs_cold", "cold_p"])
         _with_spread(row, "total_ttft_s", per_pass([r.ttft_passes_s for r in rs], sum))
         row |= {
             "cached_share": sum(r.cached_tokens for r in later(rs)) / sum(r.prompt_tokens for r in later(rs)),
@@ -81,26 +88,50 @@ def summarize_turns(records: Sequence[TurnRecord], baseline: str) -> list[dict[s
     return rows
 
 
+def _with_paired(
+    row: dict[str, Any], key: str, verdict_key: str, p_key: str, arm: Sequence[float], base: Sequence[float]
+) -> None:
+    """row[key] (with _min, _max), row[verdict_key] and row[p_key] from the per-pass ratios arm / base."""
+    c = paired(arm, base)
+    row |= {key: c["ratio"], f"{key}_min": c["ratio_min"], f"{key}_max": c["ratio_max"]}
+    row |= {verdict_key: c["verdict"], p_key: c["p"]}
+
+
 def spread_notes(summary: Sequence[dict[str, Any]]) -> list[str]:
-    """What the spreads mean, and which conversations differ from the baseline by more than their spread."""
+    """What the spreads, ratios and verdicts mean, and which conversations the sign test tells apart from
+    the baseline."""
     baseline = next((r["conversation"] for r in summary if r.get("vs_baseline") == "baseline"), None)
     if baseline is None:
         return []
     apart = [
-        f"`{r['conversation']}` ({r['vs_baseline']})"
+        f"`{r['conversation']}` ({r['vs_baseline']}, p = {r['p']:.3f})"
         for r in summary
         if r.get("vs_baseline") in ("lower", "higher")
     ]
     noise = [f"`{r['conversation']}`" for r in summary if r.get("vs_baseline") == "within noise"]
-    return [
+    few = [f"`{r['conversation']}`" for r in summary if str(r.get("vs_baseline")).startswith("too few")]
+    cold = any(r.get("vs_cold") is not None for r in summary)
+    lines = [
         "Spread: `x [a–b]` is the median over passes with the min–max over passes (n = `passes`); per pass a "
-        "conversation's TTFT is its median over turns 2+. `ttft_ratio` is the ratio of medians to "
-        f"`{baseline}` with the min–max of the per-pass ratios (both arms measured in the same pass).",
-        "TTFT differs from the baseline by more than the spread (min–max ranges apart): "
-        + (", ".join(apart) if apart else "none")
-        + ("; within noise (ranges overlap): " + ", ".join(noise) if noise else "")
-        + ".",
+        "conversation's TTFT is its median over turns 2+. A ratio is the median [min–max] of the per-pass "
+        f"ratios (`ttft_ratio` to `{baseline}`"
+        + (", `warm_cold_ratio` to the conversation's own cold TTFT" if cold else "")
+        + "; both arms measured in the same pass). "
+        + ("`vs_baseline` / `vs_cold` come" if cold else "`vs_baseline` comes")
+        + " from an exact two-sided sign test of those ratios against 1 "
+        + ("(`p`, `cold_p`)" if cold else "(`p`)")
+        + f" at {ALPHA}: lower / higher when p ≤ {ALPHA}, within noise otherwise, too few passes below "
+        f"n = {MIN_PASSES} (where even every pass on one side gives p > {ALPHA}).",
     ]
+    if any(r.get("vs_baseline") != "baseline" for r in summary):  # a replay of one trace has no other
+        lines.append(
+            f"TTFT differs from `{baseline}` (sign test): "
+            + (", ".join(apart) if apart else "none")
+            + ("; within noise: " + ", ".join(noise) if noise else "")
+            + ("; too few passes to tell: " + ", ".join(few) if few else "")
+            + "."
+        )
+    return lines
 
 
 def write_results(
@@ -112,9 +143,16 @@ def write_results(
     notes: Sequence[str] = (),
     plots: Sequence[tuple[str, str]] = (),
     extra: dict[str, Any] | None = None,
+    passes: Sequence[PassLoad] = (),
 ) -> None:
-    """JSON (everything), CSV (turns, summary) and a short markdown report with the plots."""
-    everything = {"environment": env, "summary": list(summary), "turns": [asdict(r) for r in records]}
+    """JSON (everything, with the machine's load per pass), CSV (turns, summary) and a short markdown
+    report with the plots."""
+    everything = {
+        "environment": env,
+        "summary": list(summary),
+        "passes": [asdict(x) for x in passes],
+        "turns": [asdict(r) for r in records],
+    }
     write_json(out / "turns.json", everything | (extra or {}))
     write_csv(out / "turns.csv", [r.row() for r in records])
     write_csv(out / "summary.csv", list(summary))
@@ -133,6 +171,8 @@ def write_results(
         table(summary, SUMMARY_COLUMNS),
         "",
         *spread_notes(summary),
+        "",
+        contention_note(passes),
         "",
         *notes,
         "",

@@ -19,19 +19,22 @@ from engine.runtime.engine import Engine
 REPO = Path(__file__).resolve().parents[3]  # the checkout, for its commit only: results go to the cwd
 
 
-def git_commit() -> str:
+def git_commit(repo: Path = REPO) -> str:
+    """The short commit of kvtestbed's own checkout at `repo` (`+dirty` when files outside results/ have
+    uncommitted changes), or "unknown" when `repo` is not one: no git, no repository, or a repository that
+    does not track this package (an install inside another project's tree, whose commit says nothing of
+    this code)."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        if not git("ls-files", "--", "engine/__init__.py").stdout.strip():
+            return "unknown"
+        sha = git("rev-parse", "--short", "HEAD").stdout.strip()
         # results/ is left out: regenerating one result must not mark the next one dirty
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return sha + ("+dirty" if dirty else "")
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").stdout
+        return sha + ("+dirty" if dirty.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

@@ -33,7 +33,11 @@ def test_fleet_runs_every_arm_and_load(tiny_dir, tmp_path) -> None:
     assert all(float(r["ttft_s"]) > 0 and int(r["output_tokens"]) == 16 for r in rows)
     env = json.loads((out / "fleet.json").read_text())["environment"]
     assert env["options"]["agents"] == 3 and env["full_prefill_rate"] > 0
-    assert "timestamp-first` / `stable-first`, p50 TTFT at closed loop" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "timestamp-first` / `stable-first`, p50 TTFT at closed loop" in report
+    assert "over n = 1 repeats" in report and "too few repeats" in report and "Contention:" in report
+    runs = json.loads((out / "fleet.json").read_text())["runs"]
+    assert sorted(r["position"] for r in runs) == [0, 0, 1, 1] and all(r["load"]["wall_s"] > 0 for r in runs)
 
 
 def test_agents_share_the_system_prompt_and_wait_for_their_replies(tiny_dir) -> None:

@@ -25,6 +25,7 @@ def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> Non
         str(out),
     ]
     assert main(argv) == 0
+    assert "Contention:" in (out / "report.md").read_text()
     for name in (
         "kv_compose.json",
         "prompts.csv",
@@ -38,7 +39,16 @@ def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> Non
     rows = {(r["prompt"], r["variant"]): r for r in data["prompts"]}
     for p in range(4):
         exact, splice, repaired = rows[(p, "recompute")], rows[(p, "splice")], rows[(p, "splice+15%")]
-        assert (exact["cosine"], exact["kl"], exact["computed_tokens"]) == (1.0, 0.0, exact["prompt_tokens"])
+        assert (exact["centred_cosine"], exact["kl"], exact["topk_agree"]) == (1.0, 0.0, 1.0)
+        assert exact["computed_tokens"] == exact["prompt_tokens"]
+        assert sorted(
+            rows[(p, v)]["position"] for v in ("recompute", "exact-prefix", "splice", "splice+15%")
+        ) == [
+            0,
+            1,
+            2,
+            3,
+        ]
         assert splice["prompt_tokens"] == exact["prompt_tokens"]
         assert splice["computed_tokens"] <= repaired["computed_tokens"] < exact["computed_tokens"]
         assert (
@@ -53,7 +63,7 @@ def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> Non
 def test_kv_compose_ctrl_c_keeps_the_finished_prompts_marked_partial(
     tiny_dir, tmp_path, monkeypatch, capsys
 ) -> None:
-    import engine.bench.commands.kv_compose as command
+    import engine.bench.harness.approx_runs as command
 
     real, calls = command.run_plan, []
 

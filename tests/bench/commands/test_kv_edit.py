@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from engine.bench.__main__ import main
+from engine.bench.commands.kv_edit import VARIANTS
 
 
 def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> None:
@@ -45,7 +46,7 @@ def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> 
     for (_, variant), r in rows.items():
         assert r["prompt_tokens"] == r["cached_tokens"] + r["approximate_tokens"] + r["computed_tokens"]
         if variant == "exact":
-            assert (r["cosine"], r["kl"], r["agree"], r["computed_tokens"]) == (
+            assert (r["centred_cosine"], r["kl"], r["agree"], r["computed_tokens"]) == (
                 1.0,
                 0.0,
                 True,
@@ -55,6 +56,10 @@ def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> 
             assert r["approximate_tokens"] > 0 and r["cached_tokens"] > 0
         if variant in ("exact-prefix", "erratum", "stale"):  # exact reuse only (stale: of the old prompt)
             assert r["approximate_tokens"] == 0 and r["cached_tokens"] > 0
+    assert {rows[(1, v)]["position"] for v in VARIANTS} == set(range(6)) and rows[(1, "exact")][
+        "position"
+    ] == 5
+    assert len(data["loads"]) == 6 and "Contention:" in (out / "report.md").read_text()
     edit, wider = rows[(0, "edit")], rows[(0, "edit+W")]
     assert wider["computed_tokens"] == edit["computed_tokens"] + 16
     layout = {r["variant"]: r for r in data["layout"]}
@@ -67,8 +72,9 @@ def test_kv_edit_ctrl_c_keeps_the_finished_runs_marked_partial(
     tiny_dir, tmp_path, monkeypatch, capsys
 ) -> None:
     import engine.bench.commands.kv_edit as command
+    import engine.bench.harness.approx_runs as runs
 
-    real, calls = command.run_plan, []
+    real, calls = runs.run_plan, []
 
     def run_plan(*args, **kwargs):
         calls.append(1)
@@ -76,7 +82,7 @@ def test_kv_edit_ctrl_c_keeps_the_finished_runs_marked_partial(
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(command, "run_plan", run_plan)
+    monkeypatch.setattr(runs, "run_plan", run_plan)
     out = tmp_path / "run"
     model = str(tiny_dir("qwen2", tokenizer=True))
     argv = ["kv-edit", "--model", model, "--pairs", "2", "--policies", "1", "--answer-tokens", "1"]

@@ -58,7 +58,14 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -
     assert all(len(t["ttft_passes_s"]) == 2 and t["passes"] == 2 for t in data["turns"])
     assert "stable-first" in proc.stdout and "ttft_ratio [min–max]" in proc.stdout
     report = (out / "report.md").read_text()
-    assert "arrival to the first sampled token" in report and "by more than the spread" in report
+    assert "arrival to the first sampled token" in report and "sign test" in report
+    assert "too few passes" in report  # 2 passes: no verdict is possible
+    assert [t["cold_first_passes"] for t in data["turns"][:3]] == [
+        [False, True],
+        [True, False],
+        [False, True],
+    ]
+    assert len(data["passes"]) == 2 and "Contention:" in report
 
 
 def test_own_replies_are_named_confounded() -> None:

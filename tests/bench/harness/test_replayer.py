@@ -1,5 +1,6 @@
-"""The replayer's fairness rules on a tiny model: cold baselines evict nothing warm, every layout gets the
-reference's replies, the order within a turn rotates across passes, and render time is not TTFT."""
+"""The replayer's fairness rules on a tiny model: cold baselines evict nothing warm and alternate with the
+warm request, every layout gets the reference's replies, the order within a turn rotates across passes, and
+render time is not TTFT."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 
 import engine
 from engine.bench.harness.replayer import Conversation, Replayer, Request
+from engine.runtime.engine import Engine
 
 SYSTEM = "You answer questions about blocks and caches. " * 8
 
@@ -31,19 +33,9 @@ def tiny(tiny_dir):
     return engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=1 << 12)
 
 
-def test_cold_baselines_run_on_their_own_pool_and_evict_nothing(tiny) -> None:
-    small = tiny.with_own_pool(96)  # 6 blocks: a cold 80-token run here would have to evict warm blocks
-    ids = [5 + i for i in range(80)]
-    small.generate(ids, max_new_tokens=1)
-    before = small.cache_stats()
-    cold = small.with_own_pool(96).generate(list(reversed(ids)), max_new_tokens=1, cache=False)
-    assert cold.usage.cached_tokens == 0
-    assert small.cache_stats()["evictions"] == before["evictions"] == 0
-    assert small.generate(ids, max_new_tokens=1).usage.cached_tokens == 64  # the warm prefix is intact
-    small.generate(list(reversed(ids)), max_new_tokens=1, cache=False)  # its own window: on this pool too
-    assert small.cache_stats()["evictions"] == 0
-
-    # a pool that holds the warm conversation but not a cold copy of its last prompt beside it
+def test_cold_baselines_evict_nothing_warm(tiny) -> None:
+    # a pool that holds the warm conversation but not a cold copy of its last prompt beside it: the cold
+    # runs (cache=False, on the same engine) must live in windows of their own
     pool = tiny.with_own_pool(192)
     replayer = Replayer(pool, repeats=2, reply_tokens_max=4, cold=True)
     records = replayer.run([Conversation("a", chat("A. "), lambda t: "ok")], turns=2)
@@ -92,3 +84,30 @@ def test_render_and_tokenize_are_timed_apart_from_ttft(tiny) -> None:
     assert by_ids.timing.render_s == by_ids.timing.tokenize_s == 0.0
     text = tiny.generate("how long is a block?", max_new_tokens=1, cache=False)
     assert text.timing.render_s == 0.0 and text.timing.tokenize_s > 0
+
+
+def test_cold_runs_alternate_before_and_after_the_warm_request(tiny, monkeypatch) -> None:
+    calls: list[str] = []  # "cold" or "warm", per generate call after the replayer's warm-up
+    real = Engine.generate
+
+    def recording(self, *args, **kwargs):
+        calls.append("cold" if kwargs.get("cache") is False else "warm")
+        return real(self, *args, **kwargs)
+
+    fresh = tiny.with_own_pool(1 << 12)  # a new Engine: Engine.generate patched below reaches it
+    replayer = Replayer(fresh, repeats=4, reply_tokens_max=2, cold=True)
+    monkeypatch.setattr(Engine, "generate", recording)
+    records = replayer.run([Conversation("a", chat("A. "), lambda t: "ok")], turns=2)
+    first, second = records
+    assert first.cold_first_passes == [False, True, False, True]  # turn 1: after, before, after, before
+    assert second.cold_first_passes == [True, False, True, False]
+    # what ran: the warm-up, then per (pass, turn) the warm request, its reply published, and the cold run
+    groups = [calls[1 + 3 * i : 4 + 3 * i] for i in range(8)]
+    order = [
+        first.cold_first_passes[p] if t == 0 else second.cold_first_passes[p]
+        for p in range(4)
+        for t in (0, 1)
+    ]
+    assert [g[0] == "cold" for g in groups] == order
+    assert all(sorted(g) == ["cold", "warm", "warm"] for g in groups)
+    assert len(replayer.passes) == 4 and all(x.wall_s > 0 and x.cpu_s > 0 for x in replayer.passes)

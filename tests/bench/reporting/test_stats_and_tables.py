@@ -6,7 +6,16 @@ import re
 
 from engine.bench.harness.replayer import TurnRecord
 from engine.bench.reporting.replay_report import markdown_text, spread_notes, summarize_turns, table
-from engine.bench.reporting.stats import pass_ratios, per_pass, spread, verdict
+from engine.bench.reporting.stats import (
+    MIN_PASSES,
+    min_passes,
+    paired,
+    pass_ratios,
+    per_pass,
+    sign_test,
+    spread,
+    verdict,
+)
 
 
 def test_spread_is_median_min_max_and_count() -> None:
@@ -36,14 +45,33 @@ def test_per_pass_values_use_the_passes_every_turn_completed() -> None:
     assert pass_ratios([2.0, 4.0, 6.0], [1.0, 2.0]) == [2.0, 2.0]
 
 
-def test_verdict_needs_ranges_apart_and_more_than_one_pass() -> None:
-    assert verdict([1.0, 1.2], [1.5, 1.9]) == "lower"
-    assert verdict([2.0, 2.2], [1.5, 1.9]) == "higher"
-    assert verdict([1.0, 1.6], [1.5, 1.9]) == "within noise"
-    assert verdict([1.0], [2.0]) == "one pass: no spread"
+def test_the_sign_test_is_exact_and_two_sided() -> None:
+    assert sign_test([2.0] * 6) == (6, 2 / 2**6)
+    assert sign_test([0.5, 2.0, 2.0, 2.0, 2.0, 2.0, 2.0]) == (7, 2 * (1 + 7) / 2**7)
+    assert sign_test([1.0, 1.0, 3.0]) == (1, 1.0)  # ties carry no sign
+    assert sign_test([-3.0, -1.0], center=0.0) == (2, 0.5)
+    assert MIN_PASSES == min_passes(0.05) == 6 and min_passes(0.01) == 8
 
 
-def _record(name: str, turn: int, passes: list[float]) -> TurnRecord:
+def test_verdicts_need_enough_passes_and_a_paired_test() -> None:
+    assert verdict([2.0, 2.1]) == ("too few passes", 0.5)  # apart ranges at n = 2 are not an effect
+    assert verdict([0.8] * 5) == ("too few passes", 2 / 2**5)
+    assert verdict([1.31, 1.22, 1.45, 1.28, 1.36, 1.19, 1.5]) == ("higher", 2 / 2**7)  # a known effect, n = 7
+    assert verdict([0.7, 0.8, 0.75, 0.9, 0.6, 0.85, 0.7])[0] == "lower"
+    no_effect = [1.02, 0.97, 1.05, 0.99, 1.01, 0.96, 1.03, 0.98]  # signs split 4:4
+    assert verdict(no_effect) == ("within noise", 1.0)
+    assert verdict([3.0, -1.0, 2.0, 4.0, 5.0, 6.0], center=0.0, unit="turns") == ("within noise", 0.21875)
+
+
+def test_paired_ratios_are_the_median_of_per_pass_ratios() -> None:
+    warm, cold = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [2.0, 2.0, 6.0, 8.0, 10.0, 60.0]
+    c = paired(warm, cold)
+    assert (c["ratio"], c["ratio_min"], c["ratio_max"], c["n"]) == (0.5, 0.1, 1.0, 6)
+    assert (c["verdict"], c["p"]) == ("too few passes", 2 / 2**5)  # a tie: 5 passes carry a sign, all below
+    assert paired([], [])["verdict"] == "no pairs"
+
+
+def _record(name: str, turn: int, passes: list[float], cold: list[float] | None = None) -> TurnRecord:
     s = spread(passes)
     tokens = dict(prompt_tokens=100, cached_tokens=50, computed_tokens=50, cached_share=0.5)
     where = dict(first_divergence=50, divergence_region="system", divergence_context="")
@@ -61,31 +89,51 @@ def _record(name: str, turn: int, passes: list[float]) -> TurnRecord:
         ],
         0.0,
     )
-    return TurnRecord(name, turn, **tokens, **where, **change, **ttft, **rest, reply="", ttft_passes_s=passes)
+    lists = dict(ttft_passes_s=passes, cold_ttft_passes_s=cold or [])
+    return TurnRecord(name, turn, **tokens, **where, **change, **ttft, **rest, reply="", **lists)
 
 
 def test_summary_gives_per_pass_spread_ratio_range_and_verdict() -> None:
+    base = [1.0, 1.1, 1.2, 1.0, 1.1, 1.2, 1.0]
+    slow = [2.0, 2.4, 3.6, 2.2, 2.5, 2.1, 2.3]  # a known effect: every pass slower
+    close = [1.15, 1.0, 1.3, 0.9, 1.2, 1.1, 0.95]  # the baseline's passes give or take: 3 up, 3 down, 1 tie
     records = [
-        _record("base", 1, [9.0, 9.0, 9.0]),  # turn 1 is left out of the TTFT summary
-        _record("base", 2, [1.0, 1.1, 1.2]),
-        _record("slow", 1, [9.0, 9.0, 9.0]),
-        _record("slow", 2, [2.0, 2.4, 3.6]),
-        _record("close", 1, [9.0, 9.0, 9.0]),
-        _record("close", 2, [1.15, 1.0, 1.3]),
+        _record("base", 1, [9.0] * 7),  # turn 1 is left out of the TTFT summary
+        _record("base", 2, base, cold=[2 * x for x in base]),
+        _record("slow", 1, [9.0] * 7),
+        _record("slow", 2, slow, cold=[x * 1.01 for x in slow[:-1]] + [slow[-1] * 0.99]),
+        _record("close", 1, [9.0] * 7),
+        _record("close", 2, close),
     ]
     rows = {r["conversation"]: r for r in summarize_turns(records, "base")}
-    assert rows["slow"]["passes"] == 3
+    assert rows["slow"]["passes"] == 7
     assert (rows["slow"]["ttft_ms"], rows["slow"]["ttft_ms_min"], rows["slow"]["ttft_ms_max"]) == (
-        2400,
+        2300,
         2000,
         3600,
     )
-    assert rows["slow"]["ttft_ratio"] == 2400 / 1100
-    assert (rows["slow"]["ttft_ratio_min"], rows["slow"]["ttft_ratio_max"]) == (2.0, 3.0)  # per-pass ratios
-    assert rows["slow"]["vs_baseline"] == "higher" and rows["close"]["vs_baseline"] == "within noise"
+    ratios = sorted(s / b for s, b in zip(slow, base, strict=True))
+    assert rows["slow"]["ttft_ratio"] == ratios[3]  # the median of the per-pass ratios
+    assert (rows["slow"]["ttft_ratio_min"], rows["slow"]["ttft_ratio_max"]) == (ratios[0], ratios[-1])
+    assert (rows["slow"]["vs_baseline"], rows["slow"]["p"]) == ("higher", 2 / 2**7)
+    assert rows["close"]["vs_baseline"] == "within noise" and (
+        rows["base"]["vs_baseline"],
+        rows["base"]["p"],
+    ) == (
+        "baseline",
+        None,
+    )
+    assert (rows["base"]["warm_cold_ratio"], rows["base"]["vs_cold"]) == (0.5, "lower")
+    assert rows["slow"]["vs_cold"] == "within noise" and rows["close"]["vs_cold"] is None  # no cold runs
     assert rows["base"]["total_ttft_s_min"] == 10.0 and rows["base"]["total_ttft_s_max"] == 10.2
     notes = " ".join(spread_notes(list(rows.values())))
-    assert "`slow` (higher)" in notes and "within noise (ranges overlap): `close`" in notes
+    assert "`slow` (higher, p = 0.016)" in notes and "within noise: `close`" in notes
+    assert "too few" not in notes.split("sign test):")[1]
+    two = [_record("base", 2, base[:2]), _record("slow", 2, slow[:2])]
+    (_, short) = summarize_turns(two, "base")
+    assert short["vs_baseline"] == "too few passes" and "too few passes to tell: `slow`" in " ".join(
+        spread_notes([{"conversation": "base", "vs_baseline": "baseline"}, short])
+    )
 
 
 def test_contexts_cannot_break_a_markdown_table() -> None:

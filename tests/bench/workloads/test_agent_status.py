@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine.bench.commands.statusbar import replay_status, sweep_point
-from engine.bench.harness.replayer import reply_tokens
+from engine.bench.harness.replayer import Replayer, reply_tokens
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     call_message,
@@ -32,7 +32,7 @@ BS = 16
 def run(tiny_dir):
     e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 14)
     traj = sized_trajectory(e, steps=6, status_tokens=150, between_tokens=60)
-    records = replay_status(e, traj, list(STATUS_LAYOUTS), repeats=1, desc="test")
+    records = replay_status(Replayer(e, repeats=1, cold=False), traj, list(STATUS_LAYOUTS), "test")
     return e, traj, {name: [r for r in records if r.conversation == name] for name in STATUS_LAYOUTS}
 
 
@@ -99,8 +99,8 @@ def test_sizes_below_the_fixed_text_are_refused_not_raised(run) -> None:
         sized_trajectory(e, steps=4, status_tokens=150, between_tokens=16)
 
 
-def test_one_pass_claims_no_sign_beyond_the_spread(run) -> None:
+def test_one_pass_claims_no_sign(run) -> None:
     e, _, _ = run
     point = sweep_point(e, sized_trajectory(e, 4, 150, 60), (150, 60), repeats=1)
-    assert point["passes"] == 1 and point["measured_sign_beyond_spread"] is None
+    assert point["passes"] == 1 and point["measured_verdict"] == "too few passes"
     assert point["status_tokens_asked"] == 150 and point["status_tokens"] >= 150

@@ -1,0 +1,91 @@
+"""What else the machine was doing while a pass was timed: the 1-minute load average and this process's CPU
+time (user + system, all its threads) against wall time.
+
+A pass is flagged contended when the load average (the higher of its start and end readings) exceeds the
+machine's logical cores, i.e. more threads wanted to run than there were cores, or, on a CPU run, when the
+process got less than half its torch threads' worth of CPU time over the pass's wall time (it was waiting
+for cores). Both are heuristics that flag a busy machine, not proofs that a timing is off: flagged passes
+stay in every statistic and are listed beside them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class PassLoad:
+    wall_s: float  # the pass's wall-clock time
+    cpu_s: float  # CPU time this process (every thread) used over the pass
+    load_1m: float | None  # 1-minute load average, the higher of start and end (None: not available here)
+    cores: int  # logical cores of the machine
+    threads: int  # torch's intra-op threads
+    contended: bool
+    why: str  # what flagged it ("" when not contended)
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the platform has none."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):
+        return None
+
+
+def start_pass(device: torch.device) -> Callable[[], PassLoad]:
+    """Start watching one pass; call the returned function when it ends."""
+    wall0, cpu0, load0 = time.perf_counter(), time.process_time(), load_average()
+
+    def stop() -> PassLoad:
+        wall, cpu, load1 = time.perf_counter() - wall0, time.process_time() - cpu0, load_average()
+        loads = [x for x in (load0, load1) if x is not None]
+        return judge(
+            wall, cpu, max(loads) if loads else None, os.cpu_count() or 1, torch.get_num_threads(), device
+        )
+
+    return stop
+
+
+def judge(
+    wall_s: float, cpu_s: float, load_1m: float | None, cores: int, threads: int, device: torch.device
+) -> PassLoad:
+    """The pass's record, flagged as the module docstring says."""
+    reasons = []
+    if load_1m is not None and load_1m > cores:
+        reasons.append(f"load average {load_1m:.1f} > {cores} cores")
+    if device.type == "cpu" and wall_s > 0 and cpu_s / wall_s < threads / 2:
+        reasons.append(f"{cpu_s / wall_s:.2f} CPU-s per s for {threads} thread{'s' * (threads != 1)}")
+    return PassLoad(wall_s, cpu_s, load_1m, cores, threads, bool(reasons), "; ".join(reasons))
+
+
+def busy_warning() -> str | None:
+    """A warning line when the machine is already busier than its cores before a timed command starts."""
+    load, cores = load_average(), os.cpu_count() or 1
+    if load is None or load <= cores:
+        return None
+    return (
+        f"warning: the 1-minute load average is {load:.1f} on {cores} cores: this machine is busy, timings "
+        "will be contended (each report flags the contended passes)"
+    )
+
+
+def contention_note(loads: Sequence[PassLoad], unit: str = "passes") -> str:
+    """One line for a report: how many of the `unit` were contended, and why."""
+    flagged = [(i, x) for i, x in enumerate(loads) if x.contended]
+    if not loads:
+        return f"Contention: no {unit} finished."
+    if not flagged:
+        return (
+            f"Contention: none of the {len(loads)} {unit} was contended (load average within the cores, and "
+            "at least half the threads' CPU time)."
+        )
+    listed = "; ".join(f"#{i}: {x.why}" for i, x in flagged[:6]) + ("; ..." if len(flagged) > 6 else "")
+    return (
+        f"Contention: **{len(flagged)} of {len(loads)} {unit} contended** (numbered from 0; {listed}): their "
+        "timings are suspect."
+    )
