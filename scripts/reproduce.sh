@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
-M=smollm2-135m
+M="smollm2-135m --device cpu --dtype float32"  # float32 even where the CPU would pick bfloat16
 R=results
 HEAT="$PY -m engine.viz heatmap --model $M"
 STATUS_MSGS=$R/status-attention-smollm2-135m-cpu/messages_with_status.json
