@@ -1,8 +1,10 @@
-"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
-lack (metadata keys, tensors) refused by name, and a truncated file one clear line."""
+"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF rope scaling
+(YaRN metadata, Llama 3's rope_freqs.weight) against transformers with the same scaling; GGUF features we lack
+(metadata keys, tensors) refused by name, and a truncated file one clear line."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,11 @@ import torch
 
 import engine
 from engine.errors import UnsupportedModelError, WeightsError
+from engine.loading.gguf import _LAYER_NAMES, _TOP_NAMES, ROPE_FREQS
 from engine.loading.sources import _alias_path
+from engine.model.config import ModelConfig
+from engine.model.rope_scaling import Llama3, scaling_from_gguf
+from tests.conftest import SCALINGS, build_hf_model, random_ids
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -70,21 +76,16 @@ def test_conversion_is_cached(smollm2, monkeypatch) -> None:
     assert again.source.digest == smollm2.source.digest
 
 
-def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
-    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+def gguf_file(path: Path, meta: dict[str, Any], tensors: dict[str, np.ndarray]) -> Path:
+    """A llama GGUF with these key/values (int: uint32, float: float32, str, list: array) and tensors."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(8)
-    writer.add_head_count(2)
-    writer.add_feed_forward_length(16)
-    writer.add_context_length(64)
-    writer.add_token_list(["a", "b", "c"])
-    for key, value in extra.items():
-        (writer.add_string if isinstance(value, str) else writer.add_uint32)(f"llama.{key}", value)
-    for name in tensor_names:
-        writer.add_tensor(name, np.zeros((3, 8), dtype=np.float32))
+    for key, value in meta.items():
+        add = {str: writer.add_string, float: writer.add_float32, list: writer.add_array}
+        add.get(type(value), writer.add_uint32)(key, value)
+    for name, tensor in tensors.items():
+        writer.add_tensor(name, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -92,12 +93,35 @@ def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] 
     return path
 
 
+def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
+    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+    shape = {"block_count": 1, "embedding_length": 8, "attention.head_count": 2, "feed_forward_length": 16}
+    meta = {f"llama.{k}": v for k, v in (shape | {"context_length": 64} | extra).items()}
+    zeros = {name: np.zeros((3, 8), dtype=np.float32) for name in tensor_names}
+    return gguf_file(path, meta | {"tokenizer.ggml.tokens": ["a", "b", "c"]}, zeros)
+
+
 GGUF_CASES = [
     pytest.param(
-        {"rope.scaling.type": "yarn"},
+        {"rope.scaling.type": "linear", "rope.scaling.factor": 2.0},
         (),
-        r"GGUF metadata llama\.rope\.scaling\.type = 'yarn'",
-        id="rope scaling",
+        r"GGUF metadata llama\.rope\.scaling\.type = 'linear' is not implemented \(supported: none, yarn",
+        id="linear rope scaling",
+    ),
+    pytest.param(
+        {"rope.scaling.type": "longrope"}, (), r"rope\.scaling\.type = 'longrope' is not", id="longrope"
+    ),
+    pytest.param(
+        {"rope.scaling.factor": 2.0},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.factor = 2\.0 is not implemented",
+        id="a scaling factor without a scaling type",
+    ),
+    pytest.param(
+        {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0, "rope.scaling.yarn_attn_factor": 0.5},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.yarn_attn_factor = 0\.5 is not implemented",
+        id="llama.cpp's own yarn attention factor",
     ),
     pytest.param(
         {"attention.sliding_window": 16}, (), r"llama\.attention\.sliding_window = 16", id="sliding window"
@@ -112,8 +136,8 @@ GGUF_CASES = [
     pytest.param(
         {},
         ("rope_freqs.weight",),
-        r"GGUF tensor rope_freqs\.weight \(RoPE frequency",
-        id="rope frequency factors",
+        r"GGUF tensor rope_freqs\.weight has 24 values, not head_dim / 2 = 2",
+        id="rope frequency factors of the wrong size",
     ),
     pytest.param(
         {},
@@ -136,3 +160,96 @@ def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
     with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
         engine.load(str(bad))
     assert "out of bounds" not in str(caught.value)
+
+
+def llama_cpp_divisors(theta: float, head_dim: int, factor: float) -> list[float]:
+    """rope_freqs.weight as llama.cpp's converter computes it for Llama 3 (its defaults: low_freq_factor 1,
+    high_freq_factor 4, original context 8192; float64, stored as float32)."""
+    out = []
+    for i in range(0, head_dim, 2):
+        wavelen = 2 * math.pi * theta ** (i / head_dim)
+        if wavelen < 8192 / 4:
+            out.append(1.0)
+        elif wavelen > 8192 / 1:
+            out.append(factor)
+        else:
+            smooth = (8192 / wavelen - 1) / (4 - 1)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32).tolist()
+
+
+@pytest.mark.parametrize("factor", [8.0, 32.0])  # Llama 3.1 / 3.3 and Llama 3.2
+def test_llama3_read_back_from_llama_cpp_divisors(factor: float) -> None:
+    divisors = llama_cpp_divisors(5e5, 128, factor)
+    assert scaling_from_gguf({}, "llama", 131072, 5e5, 128, divisors) == Llama3(factor, 1.0, 4.0, 8192)
+    divisors[40] *= 1.01  # any other frequency factors: refused, never approximated
+    with pytest.raises(UnsupportedModelError, match="rope_freqs.weight is not Llama 3 rope scaling"):
+        scaling_from_gguf({}, "llama", 131072, 5e5, 128, divisors)
+
+
+def llama_as_gguf(path: Path, model: Any, rope: dict[str, Any], rope_freqs: list[float] | None) -> Path:
+    """A transformers Llama written as llama.cpp's converter writes it (float32, q/k rows permuted for its
+    RoPE), with RoPE metadata `rope` (after "llama.") and, given, a rope_freqs.weight tensor."""
+    c = model.config
+    meta = {
+        "block_count": c.num_hidden_layers,
+        "embedding_length": c.hidden_size,
+        "attention.head_count": c.num_attention_heads,
+        "attention.head_count_kv": c.num_key_value_heads,
+        "feed_forward_length": c.intermediate_size,
+        "context_length": c.max_position_embeddings,
+        "rope.freq_base": float(c.rope_parameters["rope_theta"]),
+        "attention.layer_norm_rms_epsilon": float(c.rms_norm_eps),
+        "vocab_size": c.vocab_size,
+    }
+    to_gguf = {hf: name for name, hf in _TOP_NAMES.items()}
+    for name, hf in _LAYER_NAMES.items():
+        to_gguf |= {f"model.layers.{i}.{hf}": f"blk.{i}.{name}" for i in range(c.num_hidden_layers)}
+    tensors = {}
+    for hf, tensor in model.state_dict().items():
+        a = tensor.numpy()
+        if hf.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = c.num_attention_heads if "q_proj" in hf else c.num_key_value_heads
+            a = a.reshape(heads, 2, a.shape[0] // heads // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
+        tensors[to_gguf[hf]] = np.ascontiguousarray(a)
+    if rope_freqs is not None:
+        tensors[ROPE_FREQS] = np.array(rope_freqs, dtype=np.float32)
+    return gguf_file(path, {f"llama.{k}": v for k, v in (meta | rope).items()}, tensors)
+
+
+GGUF_SCALINGS = [
+    pytest.param(
+        SCALINGS["yarn"],
+        {
+            "rope.scaling.type": "yarn",
+            "rope.scaling.factor": 4.0,
+            "rope.scaling.original_context_length": 64,
+        },
+        False,
+        id="yarn metadata",
+    ),
+    pytest.param(
+        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+        | {"original_max_position_embeddings": 8192},
+        {},
+        True,
+        id="llama3 rope_freqs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("scaling", "rope", "freqs"), GGUF_SCALINGS)
+def test_gguf_rope_scaling_matches_transformers(tmp_path, monkeypatch, scaling, rope, freqs) -> None:
+    """A Llama GGUF with YaRN metadata, or with Llama 3's rope_freqs.weight, computes what transformers
+    computes with that scaling in config.json, over a 200-token prompt (YaRN's original window: 64)."""
+    monkeypatch.setenv("KVTESTBED_CACHE", str(tmp_path / "cache"))
+    ref = build_hf_model("llama", rope_scaling=dict(scaling), max_position_embeddings=16384 if freqs else 256)
+    divisors = llama_cpp_divisors(10000.0, 16, 8.0) if freqs else None
+    path = llama_as_gguf(tmp_path / "scaled.gguf", ref, rope, divisors)
+    ours = engine.load(str(path), device="cpu", cache_tokens=512)
+    expected_scaling = ModelConfig.from_hf(ref.config.to_dict()).rope_scaling
+    assert expected_scaling is not None and ours.config.rope_scaling == expected_scaling
+    ids = random_ids(200, 41)
+    with torch.no_grad():
+        expected = ref(torch.tensor([ids])).logits[0]
+    assert (ours.logits(ids) - expected).abs().max().item() <= 1e-4
