@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -32,6 +33,8 @@ class Shapes:
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
     warm: tuple[int, ...] = ()  # prompt lengths L prefilled with one block and with L/2 tokens cached
     trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
+    long: tuple[int, ...] = ()  # long-context cold prefills on `--long-model`; the longest also warm/cold
+    long_new: int = 1024  # new tokens of that warm case: all of the prompt but these is cached
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -75,8 +78,15 @@ DEVICE = Shapes(
     trace=(20, 8000),
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
-SMOKE = Shapes((64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000))
-SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
+SMOKE = Shapes(
+    (64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000), long=(512,), long_new=128
+)
+# The full suite plus the long agent contexts: prefills of 8k / 16k / 32k tokens, warm/cold at 32k, and the
+# analysis of a session of 128k-token prompts (hours on 2 CPU cores: run the long files alone, see
+# docs/benchmarks.md). The synthetic listing asked for 108,000 tokens tokenizes to ~127.5k (its estimate, from
+# short lines, runs low at this size): prompts of ~127.5k to ~130k tokens, within the YaRN presets' 131,072.
+LONG = replace(FULL, long=(8192, 16384, 32768), trace=(64, 108_000))
+SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE, "long": LONG}
 MAX_ROUNDS = 200
 
 
@@ -107,20 +117,12 @@ def transformers_twin(ours: Engine) -> PreTrainedModel:
     return model.eval()
 
 
-class Pair:
-    """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
-    both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
+class Solo:
+    """Our engine alone, with a KV pool of `cache_tokens`: the cases `transformers` has no counterpart to."""
 
-    def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
-        cache_tokens = 4 * shapes.base_length + 4096  # the base, plus what the timed rounds publish
+    def __init__(self, model: str, device: str, dtype: str | None, cache_tokens: int) -> None:
         self.ours = engine.load(model, device, dtype, cache_tokens=cache_tokens)
-        self.theirs = transformers_twin(self.ours)
         self.device, self.config = self.ours.device, self.ours.config
-        self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
-        self._check_same_model()
-        self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
-        self._their_base = DynamicCache(config=self.theirs.config)
-        self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @property
     def info(self) -> dict[str, Any]:
@@ -132,6 +134,20 @@ class Pair:
 
     def tokens(self, n: int, seed: int) -> list[int]:
         return random_tokens(n, seed, self.config.vocab_size)
+
+
+class Pair(Solo):
+    """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
+    both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
+
+    def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
+        super().__init__(model, device, dtype, 4 * shapes.base_length + 4096)  # the base + the rounds' blocks
+        self.theirs = transformers_twin(self.ours)
+        self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
+        self._check_same_model()
+        self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
+        self._their_base = DynamicCache(config=self.theirs.config)
+        self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @torch.inference_mode()
     def theirs_forward(self, ids: list[int], cache: DynamicCache | None = None) -> int:
@@ -167,7 +183,7 @@ def rewind(cache: DynamicCache, length: int) -> None:
 
 def measure(
     benchmark: Any,
-    pair: Pair,
+    pair: Solo,
     fn: Callable[[], Any],
     budget_s: float,
     setup: Callable[[], None] | None = None,
@@ -196,3 +212,57 @@ def measure(
     result = benchmark.pedantic(timed, setup=setup, rounds=rounds, iterations=1)
     benchmark.extra_info["load_1min"] = os.getloadavg()[0]  # others' work on the machine skews timings
     return result
+
+
+def measure_alternating(
+    benchmark: Any,
+    pair: Solo,
+    sides: dict[str, Callable[[], Any]],
+    budget_s: float,
+    min_rounds: int,
+    setup: Callable[[], None] | None = None,
+    **info: Any,
+) -> None:
+    """Time one round = every side once, back to back, the order alternating (as given, then reversed), so
+    that a neighbour's burst on a shared machine meets both. The record keeps the median of the per-round
+    ratios first side / second side and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the
+    timed round is all the sides, each device-synchronized. `setup` runs before every round, untimed."""
+    names = list(sides)
+    orders, times = itertools.cycle([names, names[::-1]]), []
+
+    def each() -> None:
+        took = {}
+        for name in next(orders):
+            start = now(pair.device)
+            sides[name]()
+            synchronize(pair.device)
+            took[name] = now(pair.device) - start
+        times.append(took)
+
+    measure(benchmark, pair, each, budget_s, setup=setup, min_rounds=min_rounds, **info)
+    ratios = [t[names[0]] / t[names[1]] for t in times[1:]]  # the first round is the untimed warm-up
+    benchmark.extra_info.update(
+        ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
+    )
+
+
+def reset_peak_rss() -> str:
+    """Restart the process's peak-RSS count (Linux: VmHWM, reset through /proc/self/clear_refs). Returns what
+    `peak_rss_bytes` will then cover: "since reset", or "whole process" where it cannot be reset."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return "since reset"
+    except OSError:
+        return "whole process"
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident memory: VmHWM on Linux, else getrusage's ru_maxrss (bytes on macOS)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

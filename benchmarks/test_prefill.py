@@ -3,11 +3,7 @@ apart, and alternating call by call."""
 
 from __future__ import annotations
 
-import itertools
-import statistics
-
-from benchmarks.harness import Pair, Shapes, measure
-from engine.devices import now, synchronize
+from benchmarks.harness import Pair, Shapes, measure, measure_alternating
 from engine.inspect.flops import forward_flops
 
 ALTERNATING_ROUNDS = 7  # at least this many pairs: the ratio's spread is reported
@@ -33,37 +29,21 @@ def test_prefill(benchmark, pair: Pair, shapes: Shapes, impl: str, length: int) 
 
 
 def test_prefill_alternating(benchmark, pair: Pair, shapes: Shapes, cold: int) -> None:
-    """One round: our prefill and theirs back to back, which goes first alternating, so that a neighbour's
-    burst on a shared machine meets both. The record keeps the median of the per-round ratios ours/theirs
-    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls."""
+    """One round: our prefill and theirs back to back, which goes first alternating (`measure_alternating`);
+    the record keeps the median per-round ratio ours/theirs and its min-max."""
     ids = pair.tokens(cold, seed=1)
     sides = {
         "ours": lambda: pair.ours.generate(ids, max_new_tokens=1, cache=False),
         "transformers": lambda: pair.theirs_forward(ids),
     }
-    orders, times = itertools.cycle([("ours", "transformers"), ("transformers", "ours")]), []
-
-    def both() -> None:
-        took = {}
-        for name in next(orders):
-            start = now(pair.device)
-            sides[name]()
-            synchronize(pair.device)
-            took[name] = now(pair.device) - start
-        times.append(took)
-
     benchmark.group = f"prefill alternating {cold} {pair.device.type}"
-    measure(
+    measure_alternating(
         benchmark,
         pair,
-        both,
+        sides,
         shapes.budget_s,
-        min_rounds=ALTERNATING_ROUNDS,
+        ALTERNATING_ROUNDS,
         case="prefill_alternating",
         impl="ours/transformers",
         tokens=cold,
-    )
-    ratios = [t["ours"] / t["transformers"] for t in times[1:]]  # the first call is the untimed warm-up
-    benchmark.extra_info.update(
-        ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
     )
