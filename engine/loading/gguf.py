@@ -52,7 +52,7 @@ def _hf_name(name: str) -> str:
     raise UnsupportedModelError(f"GGUF tensor {name} is not implemented; refused rather than ignored")
 
 
-def _dequantized(tensor: Any) -> np.ndarray:
+def _as_float32(tensor: Any) -> np.ndarray:
     from gguf.quants import dequantize
 
     return np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
@@ -106,12 +106,12 @@ def convert_gguf(path: Path, digest: str) -> Path:
         meta = _metadata(reader)
         by_name = {t.name: t for t in reader.tensors}
         freqs = by_name.pop(ROPE_FREQS, None)  # Llama 3 rope scaling: read into the config, not a weight
-        rope_freqs = None if freqs is None else _dequantized(freqs).reshape(-1).tolist()
+        rope_freqs = None if freqs is None else _as_float32(freqs).reshape(-1).tolist()
         config = ModelConfig.from_gguf(meta, "output.weight" in by_name, rope_freqs)
         tensors: dict[str, torch.Tensor] = {}
         for t in by_name.values():
             hf = _hf_name(t.name)
-            w = _dequantized(t)
+            w = _as_float32(t)
             if config.arch == "llama" and t.name.endswith(("attn_q.weight", "attn_k.weight")):
                 w = _unpermute(w, config.num_heads if "attn_q" in t.name else config.num_kv_heads)
             tensors[hf] = torch.from_numpy(np.array(w, copy=True))
