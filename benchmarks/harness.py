@@ -219,18 +219,18 @@ def measure_alternating(
     pair: Solo,
     sides: dict[str, Callable[[], Any]],
     budget_s: float,
-    min_rounds: int,
+    rounds: int,
     setup: Callable[[], None] | None = None,
     **info: Any,
 ) -> None:
-    """Time one round = every side once, back to back, the order alternating (as given, then reversed), so
-    that a neighbour's burst on a shared machine meets both. The record keeps the median of the per-round
-    ratios first side / second side and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the
-    timed round is all the sides, each device-synchronized. `setup` runs before every round, untimed."""
-    names = list(sides)
-    orders, times = itertools.cycle([names, names[::-1]]), []
+    """One round runs both sides back to back, which goes first alternating, so that a neighbour's burst on a
+    shared machine meets both. The record keeps the median of the per-round ratios first side / second side
+    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls. `setup`
+    runs before every round, untimed."""
+    first, second = sides
+    orders, times = itertools.cycle([(first, second), (second, first)]), []
 
-    def each() -> None:
+    def both() -> None:
         took = {}
         for name in next(orders):
             start = now(pair.device)
@@ -239,8 +239,8 @@ def measure_alternating(
             took[name] = now(pair.device) - start
         times.append(took)
 
-    measure(benchmark, pair, each, budget_s, setup=setup, min_rounds=min_rounds, **info)
-    ratios = [t[names[0]] / t[names[1]] for t in times[1:]]  # the first round is the untimed warm-up
+    measure(benchmark, pair, both, budget_s, setup, min_rounds=rounds, impl=f"{first}/{second}", **info)
+    ratios = [t[first] / t[second] for t in times[1:]]  # the first call is the untimed warm-up
     benchmark.extra_info.update(
         ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
     )

@@ -65,7 +65,6 @@ def test_long_warm_vs_cold(benchmark, solo: Solo, shapes: Shapes) -> None:
         LONG_PAIRS,
         setup=next_prompt,
         case="long_warm_cold",
-        impl="ours warm/cold",
         tokens=n,
         cached=n - new,
         new=new,
