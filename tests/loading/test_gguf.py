@@ -148,13 +148,23 @@ GGUF_CASES = [
 ]
 
 
+@pytest.fixture
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A kvtestbed cache of this test's own: a GGUF the test writes is converted (or refused) there, never read
+    from or left in the user cache that every checkout on the machine shares."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVTESTBED_CACHE", str(cache))
+    return cache
+
+
 @pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
-def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> None:
+def test_gguf_features_we_lack_are_refused(tmp_path, private_cache, meta, names, message) -> None:
     with pytest.raises(UnsupportedModelError, match=message):
         engine.load(str(write_gguf(tmp_path / "m.gguf", meta, names)))
+    assert not any((private_cache / "gguf").glob("*"))  # refused before anything is converted or kept
 
 
-def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
+def test_gguf_truncated_to_1000_bytes(tmp_path, private_cache) -> None:
     bad = tmp_path / "cut.gguf"
     bad.write_bytes(_alias_path("smollm2-135m").read_bytes()[:1000])
     with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
@@ -239,10 +249,9 @@ GGUF_SCALINGS = [
 
 
 @pytest.mark.parametrize(("scaling", "rope", "freqs"), GGUF_SCALINGS)
-def test_gguf_rope_scaling_matches_transformers(tmp_path, monkeypatch, scaling, rope, freqs) -> None:
+def test_gguf_rope_scaling_matches_transformers(tmp_path, private_cache, scaling, rope, freqs) -> None:
     """A Llama GGUF with YaRN metadata, or with Llama 3's rope_freqs.weight, computes what transformers
     computes with that scaling in config.json, over a 200-token prompt (YaRN's original window: 64)."""
-    monkeypatch.setenv("KVTESTBED_CACHE", str(tmp_path / "cache"))
     ref = build_hf_model("llama", rope_scaling=dict(scaling), max_position_embeddings=16384 if freqs else 256)
     divisors = llama_cpp_divisors(10000.0, 16, 8.0) if freqs else None
     path = llama_as_gguf(tmp_path / "scaled.gguf", ref, rope, divisors)
