@@ -67,6 +67,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "context": list(shapes.contexts),
         "cached_new": shapes.cached_new,
         "block_size": list(shapes.block_sizes),
+        "batch": list(shapes.batch),
         "long": list(shapes.long),
     }
     for name, values in params.items():

@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import os
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,7 +21,10 @@ from transformers.initialization import no_init_weights
 
 import engine
 from engine.devices import dtype_name, now, synchronize
+from engine.kv.sequence import SequenceState
+from engine.kv.window import KVWindow
 from engine.runtime.engine import Engine
+from engine.runtime.request import Request, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class Shapes:
     budget_s: float  # time per benchmark: rounds = budget / time of one call, within [2, MAX_ROUNDS]
     warm: tuple[int, ...] = ()  # prompt lengths L prefilled with one block and with L/2 tokens cached
     trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
+    batch: tuple[int, ...] = (1, 4, 8, 16)  # concurrent sequences of the batched decode case
+    batch_context: int = 1024  # their shared cached context
     long: tuple[int, ...] = ()  # long-context cold prefills on `--long-model`; the longest also warm/cold
     long_new: int = 1024  # new tokens of that warm case: all of the prompt but these is cached
 
@@ -60,12 +66,30 @@ class Shapes:
     def base_length(self) -> int:
         """A prompt whose prefixes serve every cached and lookup case (+1: a prompt's last token is never
         served from cache)."""
-        return max(max(s + v for s, v in self.cached_new), self.diverging[0]) + 1
+        return (
+            max(
+                max(s + v for s, v in self.cached_new),
+                self.diverging[0],
+                self.batch_context + max(self.batch),
+            )
+            + 1
+        )
 
 
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
 FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
-QUICK = Shapes((128,), (256, 512), (32,), (16, 64, 256), (512, 360), 2.0, warm=(512,), trace=(20, 8000))
+QUICK = Shapes(
+    (128,),
+    (256, 512),
+    (32,),
+    (16, 64, 256),
+    (512, 360),
+    2.0,
+    warm=(512,),
+    trace=(20, 8000),
+    batch=(1, 4),
+    batch_context=256,
+)
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
 DEVICE = Shapes(
     (512, 2048, 8192),
@@ -79,7 +103,18 @@ DEVICE = Shapes(
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
 SMOKE = Shapes(
-    (64,), (128,), (16,), (16, 64), (128, 90), 0.1, warm=(128,), trace=(5, 8000), long=(512,), long_new=128
+    (64,),
+    (128,),
+    (16,),
+    (16, 64),
+    (128, 90),
+    0.1,
+    warm=(128,),
+    trace=(5, 8000),
+    batch=(1, 2),
+    batch_context=64,
+    long=(512,),
+    long_new=128,
 )
 # The full suite plus the long agent contexts: prefills of 8k / 16k / 32k tokens, warm/cold at 32k, and the
 # analysis of a session of 128k-token prompts (hours on 2 CPU cores: run the long files alone, see
@@ -174,6 +209,27 @@ class Pair(Solo):
             raise RuntimeError(f"our logits differ from transformers' by {diff:.3g} (> {tolerance:.3g})")
 
 
+@contextmanager
+def decode_request(
+    ours: Engine, token_ids: list[int], windowed: bool = True, room: int = 0
+) -> Iterator[Request]:
+    """A running request of `token_ids` whose every token but the last is served from the prefix cache (which
+    must hold them), with its decoding window (or none: gathering from the pool) with `room` rows to spare:
+    one `ModelRunner.run` of `(req, 1)` is then the engine's decode step at that context. Its blocks are
+    released after."""
+    seq = SequenceState(list(token_ids))
+    ours.blocks.admit(seq)
+    context = len(token_ids) - 1
+    assert seq.num_kv == context, f"{seq.num_kv} of {context} context tokens are cached"
+    ours.blocks.grow(seq, len(token_ids))
+    capacity = len(token_ids) + room
+    window = KVWindow.from_blocks(ours.kv, seq.block_table, context, capacity) if windowed else None
+    try:
+        yield Request("bench", seq, SamplingParams(1 + room), 0.0, window=window)
+    finally:
+        ours.blocks.release(seq)
+
+
 def rewind(cache: DynamicCache, length: int) -> None:
     """Drop the tokens a timed call appended to a transformers cache."""
     extra = cache.get_seq_length() - length
@@ -244,25 +300,3 @@ def measure_alternating(
     benchmark.extra_info.update(
         ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
     )
-
-
-def reset_peak_rss() -> str:
-    """Restart the process's peak-RSS count (Linux: VmHWM, reset through /proc/self/clear_refs). Returns what
-    `peak_rss_bytes` will then cover: "since reset", or "whole process" where it cannot be reset."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return "since reset"
-    except OSError:
-        return "whole process"
-
-
-def peak_rss_bytes() -> int:
-    """The process's peak resident memory: VmHWM on Linux, else getrusage's ru_maxrss (bytes on macOS)."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-    except (OSError, StopIteration):
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from benchmarks.harness import Pair, Shapes, measure, rewind
+from benchmarks.harness import Pair, Shapes, decode_request, measure, rewind
 from engine.inspect.flops import forward_flops
-from engine.kv.sequence import SequenceState
-from engine.kv.window import KVWindow
-from engine.runtime.runner import PagedTarget
 
 
 def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: int) -> None:
@@ -40,18 +37,16 @@ def _info(benchmark, pair: Pair, context: int, impl: str) -> dict:
 
 
 def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, windowed: bool) -> None:
-    """Our engine's own decode step (`ModelRunner.forward` of one position, reading its context from the
+    """Our engine's own decode step (`ModelRunner.run` of one position, reading its context from the
     decoding window as `generate` does, or gathering it) on a sequence whose first `context` tokens are
     served from the prefix cache; every round rewrites the same position."""
-    seq = SequenceState(pair.base[: context + 1])
-    pair.ours.blocks.admit(seq, context + 1)
-    assert seq.num_cached == context
-    try:
-        window = (
-            KVWindow.from_blocks(pair.ours.kv, seq.block_table, context, context + 1) if windowed else None
+    with decode_request(pair.ours, pair.base[: context + 1], windowed) as req:
+        step = lambda: pair.ours.runner.run([(req, 1)])[1].argmax().item()  # noqa: E731
+        measure(
+            benchmark,
+            pair,
+            step,
+            shapes.budget_s,
+            setup=lambda: setattr(req.seq, "num_kv", context),
+            **_info(benchmark, pair, context, impl),
         )
-        target = PagedTarget(pair.ours.blocks, pair.ours.kv, seq, window)
-        step = lambda: int(pair.ours.runner.forward(seq.token_ids, context, context + 1, target).argmax())  # noqa: E731
-        measure(benchmark, pair, step, shapes.budget_s, **_info(benchmark, pair, context, impl))
-    finally:
-        pair.ours.blocks.release(seq)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import itertools
 
-from benchmarks.harness import Shapes, Solo, measure, measure_alternating, peak_rss_bytes, reset_peak_rss
+from benchmarks.harness import Shapes, Solo, measure, measure_alternating
+from benchmarks.peak_rss import peak_rss_bytes, reset_peak_rss
 from engine.inspect.flops import forward_flops
 
 LONG_PAIRS = 3  # warm/cold rounds at the longest length: a 32k cold prefill takes minutes on a CPU

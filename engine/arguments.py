@@ -13,14 +13,23 @@ from collections.abc import Callable
 
 from engine.errors import EngineError, InvalidArgumentError
 
+SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed at most
 
-def integer(name: str, value: object, minimum: int | None = None) -> int:
-    """An int (numpy ints too) of at least `minimum`."""
+
+def integer(name: str, value: object, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An int (numpy ints too) of at least `minimum` and at most `maximum`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}")
     if minimum is not None and value < minimum:
         raise InvalidArgumentError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise InvalidArgumentError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
+
+
+def random_seed(name: str, value: object) -> int:
+    """A random seed: an int in [0, 2**64 - 1], the range every seeded generator here takes."""
+    return integer(name, value, minimum=0, maximum=SEED_MAX)
 
 
 def boolean(name: str, value: object) -> bool:
@@ -80,13 +89,13 @@ def stop_strings(stop: object) -> tuple[str, ...]:
     return tuple(items)
 
 
-def int_flag(minimum: int = 1) -> Callable[[str], int]:
-    """argparse `type=` for an integer flag of at least `minimum`: a bad value is argparse's one error line
-    naming the flag (exit status 2)."""
+def int_flag(minimum: int = 1, maximum: int | None = None) -> Callable[[str], int]:
+    """argparse `type=` for an integer flag in [`minimum`, `maximum`]: a bad value is argparse's one error
+    line naming the flag (exit status 2)."""
 
     def parse(value: str) -> int:
         try:
-            return integer("value", int(value), minimum)
+            return integer("value", int(value), minimum, maximum)
         except ValueError:
             raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
         except InvalidArgumentError as e:

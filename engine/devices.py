@@ -1,4 +1,4 @@
-"""Device and dtype choice, device synchronization for honest timings, and memory sizing."""
+"""Device and dtype choice, device synchronization for honest timings, and the memory free on a device."""
 
 from __future__ import annotations
 
@@ -75,18 +75,6 @@ def now(device: torch.device) -> float:
     """A synchronized timestamp in seconds."""
     synchronize(device)
     return time.perf_counter()
-
-
-def default_cache_bytes(device: torch.device) -> int:
-    """KV pool size when the user gives none: most of free GPU memory, a share of host memory otherwise,
-    never more than half of what is free now."""
-    free, _where = free_memory(device)
-    if device.type == "cuda":
-        return int(free * 0.6)
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    if device.type == "mps":
-        total = int(torch.mps.recommended_max_memory())
-    return min(int(total * 0.25), 8 << 30, free // 2)
 
 
 def free_memory(device: torch.device) -> tuple[int, str]:

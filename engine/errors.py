@@ -62,6 +62,10 @@ class TraceError(EngineError):
     """A user-supplied trace file is unreadable or not in the expected format."""
 
 
+class CacheFolderError(EngineError):
+    """The user cache folder (`$KVTESTBED_CACHE`) cannot be written where a conversion must be stored."""
+
+
 class OutputError(EngineError):
     """A results path cannot be written, or would overwrite what is there without --overwrite."""
 

@@ -13,7 +13,10 @@ cancel out (lower is better):
 - `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
 - `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first;
 - `window/gather decode @N`: our decode step reading its context from the decoding window over the same step
-  gathering it from the pool's blocks.
+  gathering it from the pool's blocks;
+- `batch cost B @N`: the time per output token of B requests decoding together over one request's (1 / the
+  batching gain in output tokens per second);
+- `batched/one by one prefill N`: four prompts of N / 4 tokens prefilled in one batch over one after another.
 A metric regresses when it grows by more than the threshold over the baseline's value (default 0.25: run-to-run
 noise on shared machines is 10-20%). Metrics of cases the baseline lacks are listed as new, not compared. Exit status: 0 no regression, 1 a regression, 2 unusable input files.
 """
@@ -62,6 +65,8 @@ def label(info: dict[str, Any]) -> str:
         return f"replay {info['turns']} turns"
     if case == "splice":  # two arms of one case, both ours
         return f"{info['arm']} {info['tokens']}"
+    if case == "decode_batch":
+        return f"decode batch {info['batch']} @{info['context']}"
     return f"{case} {info['tokens']}"
 
 
@@ -122,6 +127,11 @@ def metrics(run: Run) -> dict[str, float]:
             out[f"layout ratio {case}"] = info["ttft_ratio"]
         if info["case"] == "prefill_alternating":
             out[f"ours/transformers alternating prefill {info['tokens']}"] = info["ratio"]
+        if info["case"] == "prefill_batch":
+            out[f"batched/one by one prefill {info['tokens']}"] = info["ratio"]
+        solo = run.medians.get((f"decode batch 1 @{info.get('context')}", "ours"))
+        if info["case"] == "decode_batch" and info["batch"] > 1 and solo:  # per output token, over one's
+            out[f"batch cost {info['batch']} @{info['context']}"] = ttft / info["batch"] / solo
         recompute = run.medians.get((f"recompute {info.get('tokens')}", "ours"))
         if info["case"] == "splice" and info["arm"] == "splice" and recompute:
             out[f"splice/recompute {info['tokens']}"] = ttft / recompute

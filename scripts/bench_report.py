@@ -125,6 +125,30 @@ def alternating(run: Run) -> list[str]:
     return table(header, rows) if rows else []
 
 
+def batches(run: Run, ratios: dict[str, float]) -> list[str]:
+    """N requests decoding together: output tokens/s and the gain over one; four prompts prefilled in one
+    batch against one by one."""
+    rows = [
+        [
+            str(info["batch"]),
+            seconds(run.medians[key]),
+            f"{info['output_tokens'] / run.medians[key]:.1f}",
+            f"{1 / ratios.get('batch cost {batch} @{context}'.format(**info), 1.0):.2f}x",
+        ]
+        for key, info in sorted(run.info.items(), key=lambda kv: kv[1].get("batch", 0))
+        if info["case"] == "decode_batch"
+    ]
+    out = table(["requests", "generate_many", "output tokens/s", "over one request"], rows) if rows else []
+    prefill = [
+        [str(info["tokens"]), f"{info['ratio']:.3f} [{info['ratio_min']:.3f}–{info['ratio_max']:.3f}]"]
+        for key, info in sorted(run.info.items(), key=lambda kv: kv[1].get("tokens", 0))
+        if info["case"] == "prefill_batch"
+    ]
+    if prefill:
+        out += ["", *table(["tokens (4 prompts)", "batched / one by one [min–max of pairs]"], prefill)]
+    return out
+
+
 def splices(run: Run, ratios: dict[str, float]) -> list[str]:
     """A prompt composed of a relocated precomputed block and fresh tokens, against its full recompute."""
     rows = []
@@ -245,6 +269,10 @@ def summary(run: Run) -> str:
         "## Cold prefill, ours and transformers alternating call by call",
         "",
         *alternating(run),
+        "",
+        "## Many requests at once (generate_many): decode throughput and batched prefill",
+        "",
+        *batches(run, ratios),
         "",
         "## Splice (a relocated precomputed block) against recomputing the prompt",
         "",

@@ -52,20 +52,21 @@ class Plan:
     layout_options: str
     decode_context: int  # the decode step the summary leads with
     timeouts: dict[str, int]  # step name -> seconds
+    kernel_length: int = 2048  # the prompt of the warm-path kernel check (one block cached)
 
 
 GPU_MODELS = ("qwen2.5-0.5b", "qwen2.5-7b")
 GPU_LAYOUT = "--model synthetic:qwen2.5-0.5b --scale large --repeats 2 --replies scripted"
-GPU_TIMEOUTS = {"tests": 150, "bench-qwen2.5-0.5b": 90, "bench-qwen2.5-7b": 150, "layout": 60}
+GPU_TIMEOUTS = {"tests": 150, "kernels": 30, "bench-qwen2.5-0.5b": 90, "bench-qwen2.5-7b": 150, "layout": 60}
 CPU_LAYOUT = (
     "--model smollm2-135m --scale small --turns 2 --repeats 1 --replies scripted --cache-tokens 8192 "
     "--layouts stable-first timestamp-first"
 )
-CPU_TIMEOUTS = {"tests": 1200, "bench-qwen2.5-0.5b": 900, "layout": 300}
+CPU_TIMEOUTS = {"tests": 1200, "kernels": 300, "bench-qwen2.5-0.5b": 900, "layout": 300}
 PLANS = {
     "cuda": Plan("bfloat16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
     "mps": Plan("float16", GPU_MODELS, "--shapes device", GPU_LAYOUT, 2048, GPU_TIMEOUTS),
-    "cpu": Plan("float32", GPU_MODELS[:1], "--shapes smoke", CPU_LAYOUT, 128, CPU_TIMEOUTS),
+    "cpu": Plan("float32", GPU_MODELS[:1], "--shapes smoke", CPU_LAYOUT, 128, CPU_TIMEOUTS, 256),
 }
 
 
@@ -78,7 +79,8 @@ class Step:
 
 
 def steps(device: str, plan: Plan, out: Path) -> list[Step]:
-    """The plan's commands, in order: tests, one benchmark run per model, the layout bench."""
+    """The plan's commands, in order: tests, the warm path's kernels, one benchmark run per model, the layout
+    bench."""
     on = ["--device", device, "--dtype", plan.dtype]
     pytest = [sys.executable, "-m", "pytest"]
     run = [
@@ -87,7 +89,21 @@ def steps(device: str, plan: Plan, out: Path) -> list[Step]:
             [*pytest, *TESTS, *on, *QUIET, f"--junitxml={out / 'tests.xml'}"],
             plan.timeouts["tests"],
             ("tests.xml",),
-        )
+        ),
+        Step(
+            "kernels",
+            [
+                sys.executable,
+                str(REPO / "scripts" / "kernel_check.py"),
+                *on,
+                "--length",
+                str(plan.kernel_length),
+                "--out",
+                str(out / "kernels.json"),
+            ],
+            plan.timeouts["kernels"],
+            ("kernels.json",),
+        ),
     ]
     for model in plan.models:
         name = f"bench-{model}"

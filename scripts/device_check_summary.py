@@ -8,6 +8,7 @@ transformers' (ratio <= 1/3), and prefill within 1.1x of transformers' (ratio <=
 from __future__ import annotations
 
 import datetime as dt
+import json
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,20 @@ def key_ratios(path: Path, decode_context: int) -> dict[str, Any] | None:
         and all(v <= TARGETS["prefill"] for v in prefill.values())
     )
     return {"model": run.model, "decode": decode, "prefill": prefill, "targets_met": met, "ratios": ratios}
+
+
+def kernel_lines(path: Path) -> list[str]:
+    """The warm path's kernel check (scripts/kernel_check.py): which fused kernels ran, warm / cold."""
+    if not path.exists():
+        return ["Warm-path kernels: no result (see kernels.log)."]
+    k = json.loads(path.read_text())
+    target = f" (target <= {k['target']})" if k["target"] is not None else ""
+    return [
+        f"Warm-path kernels ({k['length']} tokens, one block cached): fused {', '.join(k['fused_kernels']) or 'NONE'}; "
+        f"math fallback {', '.join(k['math_fallback']) or 'none'}; warm / cold {k['warm_over_cold']:.3f} "
+        f"[{k['warm_over_cold_min']:.3f}–{k['warm_over_cold_max']:.3f}], {k['rounds']} rounds{target}: "
+        + ("ok" if k["ok"] else "NOT ok")
+    ]
 
 
 def _row(cells: list[str]) -> str:
@@ -120,6 +135,7 @@ def summarize(
         verdict = ("met" if bench["targets_met"] else "NOT met") if device == "cuda" else "n/a (not CUDA)"
         prefill = [_cell(bench["prefill"].get(p)) for p in prefills]
         lines.append(_row([bench["model"], _cell(bench["decode"]), *prefill, verdict]))
+    lines += ["", *kernel_lines(out / "kernels.json")]
     lines += [
         "",
         f"CUDA targets: decode <= {TARGETS['decode']:.3f} (3x faster), every prefill <= "

@@ -10,7 +10,11 @@ meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b` (or `--model`)
 - decode @N: our decode step reading its context from the sequence window against the same step gathering it
   from the cache's blocks;
 - warm L: our prefill of L tokens with one block, and with L/2 tokens, served from the prefix cache, against
-  our cold prefill of the same L tokens, and against the FLOP model's ideal for that ratio.
+  our cold prefill of the same L tokens, and against the FLOP model's ideal for that ratio;
+- batch N: N requests over one cached context decoding 32 tokens each in one `generate_many`, against one
+  request doing the same (output tokens/s gain = N / time ratio);
+- solo: one request through the engine's step loop (`generate`: scheduling, sampling, detokenizing) against
+  the same forwards and greedy picks called directly, what the step loop adds.
 Each line: median [min-max] of each side over the rounds, the ratio of the medians, and the range of the
 per-round ratios.
 """
@@ -28,13 +32,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Pair, Shapes  # noqa: E402
+from benchmarks.harness import Pair, Shapes, decode_request  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.devices import now  # noqa: E402
 from engine.inspect.flops import ideal_cached_ratio  # noqa: E402
-from engine.kv.sequence import SequenceState  # noqa: E402
-from engine.kv.window import KVWindow  # noqa: E402
-from engine.runtime.runner import PagedTarget  # noqa: E402
+from engine.runtime.request import Request  # noqa: E402
+
+TOKENS = 32  # decoded per request in the batch and solo comparisons (EOS ignored)
 
 
 def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], rounds: int) -> tuple[str, float]:
@@ -90,20 +94,15 @@ def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
 
 
 def decode(pair: Pair, context: int, rounds: int) -> str:
-    seq = SequenceState(pair.base[: context + 1])
-    pair.ours.blocks.admit(seq, context + 1)  # the first `context` tokens come from the cache
-    try:
-        ours = pair.ours
-        window = KVWindow.from_blocks(ours.kv, seq.block_table, context, context + 1)
-        windowed, gathering = (PagedTarget(ours.blocks, ours.kv, seq, w) for w in (window, None))
-        line, _ = alternate(
-            pair,
-            lambda: ours.runner.forward(seq.token_ids, context, context + 1, windowed),
-            lambda: ours.runner.forward(seq.token_ids, context, context + 1, gathering),
-            rounds,
-        )
-    finally:
-        pair.ours.blocks.release(seq)
+    """The engine's decode step at `context` cached tokens, reading its window vs gathering from the pool."""
+    ids = pair.base[: context + 1]  # the first `context` tokens come from the cache
+    with decode_request(pair.ours, ids, True) as windowed, decode_request(pair.ours, ids, False) as gathering:
+
+        def step(req: Request) -> object:
+            req.seq.num_kv = context  # every round rewrites the same position
+            return pair.ours.runner.run([(req, 1)])[1]
+
+        line, _ = alternate(pair, lambda: step(windowed), lambda: step(gathering), rounds)
     return f"decode @{context:>5}: window {line} (window / gather)"
 
 
@@ -119,12 +118,19 @@ def main() -> int:
     parser.add_argument("--prefill", type=int, nargs="*", default=[512, 2048], help="cold prefill lengths")
     parser.add_argument("--warm", type=int, nargs="*", default=[1024], help="warm prefill lengths L")
     parser.add_argument("--contexts", type=int, nargs="*", default=[2048, 4096], help="decode contexts")
+    parser.add_argument("--batch", type=int, nargs="*", default=[], help="concurrent requests, e.g. 4 8 16")
+    parser.add_argument("--batch-context", type=int, default=1024, help="their cached context")
+    parser.add_argument("--solo", action="store_true", help="the step loop against bare forwards")
     parser.add_argument(
         "--rounds", type=int, default=7, help="prefill rounds; decode runs three times as many"
     )
     args = parser.parse_args()
     block = 16
-    cached = sorted({block} | {n // 2 for n in args.warm} | set(args.contexts))
+    cached = sorted(
+        {block, args.batch_context + max(args.batch, default=1)}
+        | {n // 2 for n in args.warm}
+        | set(args.contexts)
+    )
     shapes = Shapes((), tuple(cached), (1,), (block,), (32, 16), budget_s=0.0)
     pair = Pair(args.model, args.device, args.dtype, shapes)
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -138,8 +144,41 @@ def main() -> int:
     for n in args.warm:
         for k in (n // 2, block):
             print(warm(pair, n, k, args.rounds), flush=True)
+    for n in args.batch:
+        print(batch(pair, n, args.batch_context, args.rounds), flush=True)
+    if args.solo:
+        print(solo(pair, args.batch_context, args.rounds), flush=True)
     print(f"load average {load()} at the end")
     return 0
+
+
+def batch(pair: Pair, n: int, context: int, rounds: int) -> str:
+    ids = [pair.base[:context] + [pair.base[context + i]] for i in range(n)]
+    line, ratio = alternate(
+        pair,
+        lambda: pair.ours.generate_many(ids, max_new_tokens=TOKENS, ignore_eos=True),
+        lambda: pair.ours.generate_many(ids[:1], max_new_tokens=TOKENS, ignore_eos=True),
+        rounds,
+    )
+    return f"batch {n:>2} @{context}: {line} ({n} / 1 requests); output tokens/s x{n / ratio:.2f}"
+
+
+def solo(pair: Pair, context: int, rounds: int) -> str:
+    """The step loop against the bare forwards: the same request's prefill and TOKENS - 1 decode steps."""
+    ids = pair.base[:context] + [pair.base[context]]
+    ours = pair.ours
+
+    def bare() -> None:
+        with decode_request(ours, ids, room=TOKENS) as req:
+            req.seq.num_kv = context  # the cached context, then the last prompt token and the decode steps
+            for _ in range(TOKENS - 1):
+                req.seq.token_ids.append(int(ours.runner.run([(req, req.pending)])[1].argmax()))
+                ours.blocks.grow(req.seq, len(req.seq))
+
+    line, _ = alternate(
+        pair, lambda: ours.generate(ids, max_new_tokens=TOKENS - 1, ignore_eos=True), bare, rounds
+    )
+    return f"solo @{context}: {line} (generate / bare forwards)"
 
 
 def load() -> str:

@@ -18,6 +18,14 @@ GENERATE = [
     (("--top-p", "0"), r"--top-p: value must be greater than 0, got 0\.0"),
     (("--top-p", "1.5"), r"--top-p: value must be at most 1\.0, got 1\.5"),
     (("--seed", "abc"), r"--seed: not an integer: 'abc'"),
+    (
+        ("--seed", str(2**70)),
+        r"--seed: value must be at most 18446744073709551615, got 1180591620717411303424",
+    ),
+    (
+        ("--cache-tokens", "64", "--cache-gb", "1"),
+        r"argument --cache-gb: not allowed with argument --cache-tokens",
+    ),
     (("--block-size", "0"), r"--block-size: value must be at least 1, got 0"),
     (("--block-size", "-16"), r"--block-size: value must be at least 1, got -16"),
     (("--cache-tokens", "0"), r"--cache-tokens: value must be at least 1, got 0"),
@@ -29,6 +37,7 @@ BENCH = [
     (("layout", "--turns", "0"), r"--turns: value must be at least 1, got 0"),
     (("layout", "--repeats", "0"), r"--repeats: value must be at least 1, got 0"),
     (("layout", "--seed", "-1"), r"--seed: value must be at least 0, got -1"),
+    (("layout", "--seed", str(2**64)), r"--seed: value must be at most 18446744073709551615"),
     (("replay", "t.json", "--repeats", "0"), r"--repeats: value must be at least 1, got 0"),
     (("compaction", "--turns", "0"), r"--turns: value must be at least 1, got 0"),
     (("compaction", "--budget", "-5"), r"--budget: value must be at least 1, got -5"),

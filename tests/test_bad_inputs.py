@@ -48,7 +48,22 @@ LOAD_CASES = [
     pytest.param({"seed": "abc"}, InvalidArgumentError, r"seed must be an integer, got 'abc'", id="seed str"),
     pytest.param({"seed": -1}, InvalidArgumentError, r"seed must be at least 0, got -1", id="seed -1"),
     pytest.param(
+        {"seed": 2**64},
+        InvalidArgumentError,
+        r"seed must be at most 18446744073709551615, got 18446744073709551616",
+        id="seed 2**64",
+    ),
+    pytest.param(
+        {"cache_tokens": 64, "cache_gb": 1},
+        InvalidArgumentError,
+        r"cache_tokens \(64\) and cache_gb \(1\) both size the KV cache: give one of them",
+        id="cache_tokens and cache_gb",
+    ),
+    pytest.param(
         {"prefill_chunk": 0}, InvalidArgumentError, r"prefill_chunk must be at least 1", id="chunk 0"
+    ),
+    pytest.param(
+        {"max_num_seqs": 0}, InvalidArgumentError, r"max_num_seqs must be at least 1", id="max_num_seqs 0"
     ),
     pytest.param(
         {"cache": "yes"}, InvalidArgumentError, r"cache must be True or False, got 'yes'", id="cache str"
@@ -82,6 +97,7 @@ GENERATE_CASES = [
     ),
     pytest.param({"max_new_tokens": 0}, r"max_new_tokens must be at least 1, got 0", id="max_new_tokens 0"),
     pytest.param({"seed": "abc"}, r"seed must be an integer, got 'abc'", id="seed str"),
+    pytest.param({"seed": 2**64}, r"seed must be at most 18446744073709551615, got 1844", id="seed 2**64"),
     pytest.param({"stop": [""]}, r"stop\[0\] is an empty string", id="stop empty"),
     pytest.param({"stop": 5}, r"stop must be a string or a list of strings, got int", id="stop int"),
     pytest.param(
@@ -100,6 +116,12 @@ def test_bad_generate_arguments(eng, options, message) -> None:
     with pytest.raises(InvalidArgumentError, match=message):
         eng.generate(**{"prompt": [5, 6, 7], "max_new_tokens": 2} | options)
     assert eng.cache_stats()["lookups"] == 0  # refused before any work
+
+
+@pytest.mark.parametrize(("value", "message"), [(-1, "at least 0, got -1"), (1.5, "an integer, got 1.5")])
+def test_attention_max_new_tokens_is_checked_not_read_as_zero(eng, value, message) -> None:
+    with pytest.raises(InvalidArgumentError, match=f"max_new_tokens must be {message}"):
+        eng.attention([5, 6, 7], max_new_tokens=value)
 
 
 PROMPT_CASES = [

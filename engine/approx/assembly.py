@@ -23,11 +23,10 @@ import torch
 
 from engine.approx.snapshot import Snapshot
 from engine.devices import now
-from engine.errors import KVPlanError, TokenizerMissingError
+from engine.errors import KVPlanError
 from engine.kv.window import KVWindow
 from engine.runtime.engine import Engine
-from engine.runtime.outputs import Generation, Timing, Usage
-from engine.runtime.runner import WindowTarget
+from engine.runtime.outputs import Generation
 
 
 @dataclass(frozen=True)
@@ -101,12 +100,15 @@ def check_plan(token_ids: Sequence[int], plan: Sequence[Segment]) -> None:
 def assemble(
     engine: Engine, token_ids: Sequence[int], plan: Sequence[Segment], capacity: int = 0
 ) -> Assembly:
-    """Fill a private window with the prompt's K/V, run by run as `plan` says (room for `capacity` rows)."""
+    """Fill a private window with the prompt's K/V as `plan` says (room for `capacity` rows): the reused runs
+    are copied in (rotated to their positions), then every computed run in ONE forward, each computed token
+    attending by position to every row before it, reused or computed (as CacheBlend does): exact for what it
+    computes, and one read of the weights however many runs the plan has."""
     ids = list(token_ids)
     check_plan(ids, plan)
     window = KVWindow.like(engine.kv, max(capacity, len(ids)))
     counts = {"cached": 0, "relocated": 0, "stale": 0, "computed": 0}
-    pos, exact, logits = 0, True, None
+    pos, exact, computed = 0, True, []
     for seg in plan:
         n = len(seg)
         if isinstance(seg, Reuse):
@@ -118,10 +120,14 @@ def assemble(
             )
             window.v[:, :, pos : pos + n] = seg.source.v[:, :, seg.start : seg.end]
         else:
-            logits = engine.runner.forward(ids, pos, pos + n, WindowTarget(window))
+            computed += range(pos, pos + n)
             counts["computed"] += n
         pos += n
-    assert logits is not None  # check_plan: the last segment computes
+    if computed == list(range(computed[0], len(ids))):  # one run at the end: the exact path's kernels
+        logits = engine.runner.compute(ids[computed[0] :], window, start=computed[0])
+    else:
+        positions = torch.tensor(computed, dtype=torch.long)
+        logits = engine.runner.compute([ids[p] for p in computed], window, positions=positions)
     return Assembly(
         ids, window, logits, counts["cached"], counts["relocated"], counts["stale"], counts["computed"]
     )
@@ -130,52 +136,28 @@ def assemble(
 def decode_greedy(
     engine: Engine, a: Assembly, max_new_tokens: int
 ) -> tuple[list[int], list[torch.Tensor], str]:
-    """Greedy tokens from an assembled prompt (the first from its logits), decoded by the engine's decode loop
-    in the assembly's window (which needs room for the new rows); also every step's logits and the finish
-    reason ("stop" at EOS)."""
-    steps = [a.logits]
-
-    def greedy(logits: torch.Tensor) -> int:
-        steps.append(logits)
-        return int(logits.argmax())
-
-    ids = list(a.token_ids)
-    finish = engine.runner.decode(ids, WindowTarget(a.window), int(a.logits.argmax()), max_new_tokens, greedy)
-    return ids[len(a.token_ids) :], steps, finish
+    """Greedy tokens from an assembled prompt (the first from its logits), decoded by the engine's step loop
+    in the assembly's window (which needs room for the new rows, and is never part of the pool); also every
+    step's logits and the finish reason ("stop" at EOS)."""
+    rid = engine.add_prefilled(
+        a.token_ids, a.window, a.logits, max_new_tokens, a.cached_tokens, a.approximate_tokens
+    )
+    gen = engine.run_to_end(rid)
+    assert gen.logits is not None
+    return gen.token_ids, list(gen.logits), gen.finish_reason
 
 
 def generate(
     engine: Engine, token_ids: Sequence[int], plan: Sequence[Segment], max_new_tokens: int = 16
 ) -> Generation:
-    """Greedy generation over a prompt assembled by `plan`; decoding continues in the same private window.
+    """Greedy generation over a prompt assembled by `plan`, decoded by the engine's step loop in the same
+    private window. TTFT runs from the start of the assembly to the first token (its logits' argmax);
     `usage.approximate_tokens` counts the relocated and stale rows; `logits` holds every step's logits."""
     ids = list(token_ids)
     engine.check_context(len(ids), max_new_tokens)
     t0 = now(engine.device)
     a = assemble(engine, ids, plan, capacity=len(ids) + max_new_tokens)
-    t_prefill = now(engine.device)
-    out, steps, finish = decode_greedy(engine, a, max_new_tokens)
-    t_end = now(engine.device)
-    usage = Usage(
-        len(ids),
-        a.cached_tokens,
-        a.computed_tokens,
-        len(out),
-        a.cached_tokens,
-        approximate_tokens=a.approximate_tokens,
+    rid = engine.add_prefilled(
+        ids, a.window, a.logits, max_new_tokens, a.cached_tokens, a.approximate_tokens, arrival=t0
     )
-    # TTFT ends at the prefill: the first token is the argmax of its logits (nothing else is sampled here).
-    decode_s = t_end - t_prefill
-    timing = Timing(
-        t_prefill - t0, 0.0, t_prefill - t0, decode_s, (len(out) - 1) / decode_s if decode_s > 0 else 0.0
-    )
-    return Generation(
-        out, _text(engine, out), usage, timing, ids, finish, torch.stack([s.cpu() for s in steps])
-    )
-
-
-def _text(engine: Engine, ids: list[int]) -> str:
-    try:
-        return engine.tokenizer.decode(ids, skip_special_tokens=True)
-    except TokenizerMissingError:
-        return ""
+    return engine.run_to_end(rid)

@@ -9,7 +9,6 @@ import torch
 
 from engine.kv.window import KVWindow
 from engine.runtime.engine import Engine
-from engine.runtime.runner import WindowTarget
 
 
 @dataclass(frozen=True)
@@ -25,7 +24,7 @@ def snapshot(engine: Engine, token_ids: Sequence[int]) -> Snapshot:
     """Compute the exact K/V of `token_ids` from position 0 (cold, in a private window)."""
     ids = list(token_ids)
     window = KVWindow.like(engine.kv, len(ids))
-    engine.runner.forward(ids, 0, len(ids), WindowTarget(window))
+    engine.runner.compute(ids, window)
     return Snapshot(tuple(ids), window.k, window.v)
 
 

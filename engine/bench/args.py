@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.arguments import int_flag
+from engine.arguments import SEED_MAX, int_flag
 from engine.bench.reporting.run_folder import add_out_args, check_out
 from engine.cli import add_model_args, engine_options
 from engine.errors import ModelNotFoundError
@@ -24,7 +24,7 @@ def add_run_args(
     """What every bench command takes: the model (default `auto`), a results folder and a seed."""
     add_model_args(parser, default_model="auto")
     add_out_args(parser)
-    parser.add_argument("--seed", type=int_flag(0), default=0, help=seed_help)
+    parser.add_argument("--seed", type=int_flag(0, SEED_MAX), default=0, help=seed_help)
 
 
 def add_bench_args(parser: argparse.ArgumentParser, repeats: int = 3) -> None:

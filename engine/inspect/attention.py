@@ -96,7 +96,7 @@ def attention_rows(
             )  # causal: row r sees 0..r
             sink(layer, first, scores.softmax(-1).cpu())
 
-    model(ids, StepContext(observe=observe))
+    model(ids, StepContext.plain(len(ids), observe=observe))
 
 
 def capture(

@@ -1,13 +1,18 @@
 """`BlockManager`: which KV block holds which tokens, and which full blocks can be reused by hash.
 
 Invariants (checked by the property test in tests/kv/test_block_manager.py):
-- every block is either referenced (ref_count > 0) or in the free queue, never both;
-- `reserved` free blocks are promised to admitted sequences (`len(free) >= reserved`): a sequence can always
-  grow to the size it was admitted for, however many others are live;
-- a block is evictable only when its ref count is 0; eviction takes the least recently used free block;
-- `table[h] == b` implies `blocks[b].hash == h` and block b holds the tokens that hash to h;
+- every block is either referenced (ref_count > 0) or free, never both; free blocks are empty (never used,
+  or released without a hash: reused first) or cached (hashed: reusable by a later request, evicted in LRU
+  order when an empty one is needed and none is left);
+- a block is evictable only when its ref count is 0;
+- `table[h] == b` implies `blocks[b].hash == h` and block b holds the tokens that hash to h, under the
+  parent hash it records;
 - only full blocks are hashed; hashes chain: h_i = H(h_{i-1}, tokens of block i), with
   h_{-1} = H(namespace, salt) where the namespace carries the weights digest and dtype.
+
+The pool is lazy: a block that was never used has no object, so a what-if cache of any size costs only what
+its requests touch. Growing a sequence takes free blocks and never fails halfway: it either covers the asked
+positions or raises before changing anything (whoever runs several sequences decides what to preempt).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ class Block:
     id: int
     ref_count: int = 0
     hash: bytes | None = None
+    parent: bytes = b""  # the hash of the block before it in its chain (the collision guard compares it too)
     token_ids: tuple[int, ...] = ()
 
 
@@ -46,7 +52,7 @@ class CacheStats:
     hit_tokens: int = 0
     miss_tokens: int = 0
     evictions: int = 0
-    collisions: int = 0  # hash matched but tokens differed: served as a miss
+    collisions: int = 0  # hash matched but tokens or parent differed: served as a miss
 
 
 class BlockManager:
@@ -55,18 +61,22 @@ class BlockManager:
             raise CacheCapacityError(
                 f"the KV cache needs at least one block (got {num_blocks} of {block_size} tokens)"
             )
-        self.block_size = block_size
-        self.namespace = namespace
-        self.blocks = [Block(i) for i in range(num_blocks)]
-        # Free blocks in LRU order: the first is reused (and, if it holds a hash, evicted) first. O(1) ops.
-        self.free: OrderedDict[int, None] = OrderedDict.fromkeys(range(num_blocks))
+        self.num_blocks, self.block_size, self.namespace = num_blocks, block_size, namespace
+        self.blocks: dict[int, Block] = {}  # only blocks that were ever used
         self.table: dict[bytes, int] = {}
-        self.reserved = 0  # the sum of live sequences' `reserved`
+        # Free blocks, in the order they are taken: released empty ones (last released first), then the
+        # never-used ids from `next_fresh` up, then cached ones in LRU order (evicting them).
+        self.empty: list[int] = []
+        self.next_fresh = 0
+        self.cached: OrderedDict[int, None] = OrderedDict()
         self.stats = CacheStats()
 
     @property
-    def num_blocks(self) -> int:
-        return len(self.blocks)
+    def num_free(self) -> int:
+        return len(self.empty) + (self.num_blocks - self.next_fresh) + len(self.cached)
+
+    def blocks_for(self, num_tokens: int) -> int:
+        return -(-num_tokens // self.block_size)
 
     def root(self, salt: str) -> bytes:
         return hashlib.blake2b(self.namespace + b"\0salt:" + salt.encode(), digest_size=16).digest()
@@ -82,60 +92,58 @@ class BlockManager:
         ids: list[int] = []
         hashes: list[bytes] = []
         for i in range(n):
-            parent = chain_hash(parent, data[i * width : (i + 1) * width])
-            block_id = self.table.get(parent)
+            h = chain_hash(parent, data[i * width : (i + 1) * width])
+            block_id = self.table.get(h)
             if block_id is None:
                 break
-            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
-            if self.blocks[block_id].token_ids != tokens:  # a hash collision: never serve wrong K/V
+            block, tokens = self.blocks[block_id], tuple(token_ids[i * bs : (i + 1) * bs])
+            if block.token_ids != tokens or block.parent != parent:  # a collision: never serve wrong K/V
                 self.stats.collisions += 1
                 break
             ids.append(block_id)
-            hashes.append(parent)
+            hashes.append(h)
+            parent = h
         return ids, hashes
 
-    def admit(self, seq: SequenceState, max_tokens: int, use_cache: bool = True) -> None:
-        """Reference the cached prefix of `seq` and reserve the blocks for `max_tokens` positions.
-
-        Refuses (CacheCapacityError) before changing anything if the blocks cannot be found even by
-        evicting every unreferenced block that no other sequence has reserved.
-        """
-        hits, hashes = self.match(seq.token_ids, seq.salt) if use_cache else ([], [])
-        needed = -(-max_tokens // self.block_size) - len(hits)
-        available = len(self.free) - self.reserved - sum(1 for b in hits if self.blocks[b].ref_count == 0)
-        if needed > available:
-            in_use = self.num_blocks - len(self.free)
-            raise CacheCapacityError(
-                f"request needs {needed} more KV blocks ({max_tokens} tokens at {self.block_size} per block) "
-                f"but only {available} of {self.num_blocks} can be freed ({in_use} are in use, {self.reserved} "
-                "promised to running requests); "
-                "raise cache_tokens/cache_gb or shorten the request"
-            )
+    def admit(
+        self, seq: SequenceState, use_cache: bool = True, matched: tuple[list[int], list[bytes]] | None = None
+    ) -> None:
+        """Reference the cached prefix of `seq` (none without `use_cache`; `matched`: what `match` found for
+        it just before): its K/V need no computing."""
+        if matched is None:
+            matched = self.match(seq.token_ids, seq.salt) if use_cache else ([], [])
+        hits, hashes = matched
         for b in hits:
             self._ref(b)
         seq.block_table, seq.block_hashes = list(hits), list(hashes)
-        seq.reserved = max(needed, 0)
-        self.reserved += seq.reserved
         seq.num_cached = seq.num_kv = len(hits) * self.block_size
         if use_cache:
             self.stats.lookups += 1
-            self.stats.hit_tokens += seq.num_cached
-            self.stats.miss_tokens += len(seq) - seq.num_cached
+            self.stats.hit_tokens += seq.num_kv
+            self.stats.miss_tokens += len(seq) - seq.num_kv
+
+    def fits(self, hits: list[int], num_tokens: int) -> bool:
+        """Whether a sequence admitted with these prefix hits can then cover `num_tokens` positions."""
+        free_hits = sum(1 for b in hits if self.blocks[b].ref_count == 0)  # referencing them takes them
+        return self.blocks_for(num_tokens) - len(hits) <= self.num_free - free_hits
+
+    def can_grow(self, seq: SequenceState, num_tokens: int) -> bool:
+        return self.blocks_for(num_tokens) - len(seq.block_table) <= self.num_free
 
     def grow(self, seq: SequenceState, num_tokens: int) -> None:
-        """Make the block table cover positions [0, num_tokens), from the sequence's reservation first."""
-        while len(seq.block_table) * self.block_size < num_tokens:
-            if seq.reserved:
-                seq.reserved -= 1
-                self.reserved -= 1
-            elif len(self.free) <= self.reserved:
-                raise CacheCapacityError(
-                    "the KV cache ran out of blocks while growing a sequence past the size it was admitted for"
-                )
-            block_id = self._take_free()
-            self._evict(block_id)
-            self.blocks[block_id].ref_count = 1
-            seq.block_table.append(block_id)
+        """Make the block table cover positions [0, num_tokens), evicting cached blocks as needed; raises
+        CacheCapacityError, changing nothing, when too few blocks are free."""
+        needed = self.blocks_for(num_tokens) - len(seq.block_table)
+        if needed > self.num_free:
+            raise CacheCapacityError(
+                f"the KV cache has {self.num_free} free blocks of {self.num_blocks}; covering {num_tokens} "
+                f"tokens needs {needed} more ({self.block_size} tokens per block)"
+            )
+        for _ in range(needed):
+            block = self._block(self._take_free())
+            self._evict(block)
+            block.ref_count = 1
+            seq.block_table.append(block.id)
 
     def publish(self, seq: SequenceState) -> None:
         """Hash every full block of `seq` whose K/V are written and enter it in the table."""
@@ -148,53 +156,70 @@ class BlockManager:
             block = self.blocks[seq.block_table[i]]
             if h not in self.table:  # if an equal block is cached already, that one stays the cached copy
                 self.table[h] = block.id
-                block.hash, block.token_ids = h, tokens
+                block.hash, block.parent, block.token_ids = h, parent, tokens
 
     def release(self, seq: SequenceState) -> None:
-        """Drop the sequence's references. Hashed blocks stay cached (tail of the LRU queue, the
-        sequence's last block nearest eviction); unhashed ones go to the front, to be reused first."""
+        """Drop the sequence's references. Hashed blocks stay cached (the sequence's last block nearest
+        eviction); unhashed ones are empty again, to be reused first."""
         for block_id in reversed(seq.block_table):
             block = self.blocks[block_id]
             block.ref_count -= 1
             if block.ref_count == 0:
-                self.free[block_id] = None
-                if block.hash is None:
-                    self.free.move_to_end(block_id, last=False)
+                self._freed(block)
         seq.block_table = []
-        self.reserved -= seq.reserved
-        seq.reserved = 0
 
     def reset(self) -> None:
         """Forget every cached block. Only valid when no sequence holds blocks."""
-        assert all(b.ref_count == 0 for b in self.blocks), "reset while blocks are referenced"
-        for block in self.blocks:
-            block.hash, block.token_ids = None, ()
+        assert all(b.ref_count == 0 for b in self.blocks.values()), "reset while blocks are referenced"
+        self.blocks.clear()
         self.table.clear()
-        self.free = OrderedDict.fromkeys(range(self.num_blocks))
+        self.empty, self.next_fresh, self.cached = [], 0, OrderedDict()
 
     def usage(self) -> dict[str, int]:
         """Stats plus the current split of blocks: in use, cached (free but reusable), empty."""
-        cached = sum(1 for b in self.free if self.blocks[b].hash is not None)
         return asdict(self.stats) | {
             "blocks_total": self.num_blocks,
-            "blocks_in_use": self.num_blocks - len(self.free),
-            "blocks_cached": cached,
-            "blocks_free": len(self.free) - cached,
+            "blocks_in_use": self.num_blocks - self.num_free,
+            "blocks_cached": len(self.cached),
+            "blocks_free": self.num_free - len(self.cached),
         }
 
+    # ---- the free blocks and the eviction policy (subclasses may choose another victim) ----------------
     def _take_free(self) -> int:
-        """The free block to fill next: the least recently used (eviction policy: LRU)."""
-        return self.free.popitem(last=False)[0]
+        """The free block to fill next: an empty one, else the cached one `_victim` names."""
+        if self.empty:
+            return self.empty.pop()
+        if self.next_fresh < self.num_blocks:
+            self.next_fresh += 1
+            return self.next_fresh - 1
+        victim = self._victim()
+        del self.cached[victim]
+        return victim
+
+    def _victim(self) -> int:
+        """Which cached block to evict: the least recently used (LRU)."""
+        return next(iter(self.cached))
+
+    def _freed(self, block: Block) -> None:
+        if block.hash is None:
+            self.empty.append(block.id)
+        else:
+            self.cached[block.id] = None
+
+    def _block(self, block_id: int) -> Block:
+        block = self.blocks.get(block_id)
+        if block is None:
+            block = self.blocks[block_id] = Block(block_id)
+        return block
 
     def _ref(self, block_id: int) -> None:
         block = self.blocks[block_id]
         if block.ref_count == 0:
-            del self.free[block_id]
+            del self.cached[block_id]  # a referenced prefix hit is always a cached block
         block.ref_count += 1
 
-    def _evict(self, block_id: int) -> None:
-        block = self.blocks[block_id]
+    def _evict(self, block: Block) -> None:
         if block.hash is not None:
             del self.table[block.hash]
             self.stats.evictions += 1
-            block.hash, block.token_ids = None, ()
+            block.hash, block.parent, block.token_ids = None, b"", ()

@@ -1,6 +1,8 @@
 """`KVCache`: the paged KV pool, fixed-size blocks in preallocated per-layer tensors.
 
-The pool never grows: its block count is fixed at construction from a token or byte budget.
+The pool never grows: its block count is fixed at construction from a token or byte budget, by default
+DEFAULT_CACHE_TOKENS on every device (never a share of the memory free at the moment, so one command sizes
+the same cache on every run, with or without weights loaded, as `replay --analyze` relies on).
 Which block holds which tokens is decided by `BlockManager`; this module only stores and reads.
 """
 
@@ -9,9 +11,11 @@ from __future__ import annotations
 import torch
 
 from engine.arguments import integer, real
-from engine.devices import default_cache_bytes, free_memory
-from engine.errors import CacheCapacityError
+from engine.devices import free_memory
+from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.model.config import ModelConfig
+
+DEFAULT_CACHE_TOKENS = 65_536  # the KV pool when neither cache_tokens nor cache_gb is given
 
 
 class KVCache:
@@ -40,11 +44,11 @@ class KVCache:
         tokens: object = None,
         gb: object = None,
     ) -> int:
-        """How many blocks a budget of `tokens` or else `gb` GiB buys (neither: a share of free memory),
-        checked to fit in the memory free on `device` before anything is allocated (an empty pool takes no
-        pages until written, so an oversized one would fail only when it fills)."""
+        """How many blocks a budget of `tokens` or `gb` GiB buys (neither: DEFAULT_CACHE_TOKENS), checked to
+        fit in the memory free on `device` before anything is allocated (an empty pool takes no pages until
+        written, so an oversized one would fail only when it fills)."""
         block_size = integer("block_size", block_size, minimum=1)
-        num_blocks = KVCache.blocks_in_budget(config, block_size, dtype, device, tokens=tokens, gb=gb)
+        num_blocks = KVCache.blocks_in_budget(config, block_size, dtype, tokens=tokens, gb=gb)
         need = num_blocks * block_size * KVCache.bytes_per_token(config, dtype)
         free, where = free_memory(device)
         if need > free:
@@ -59,21 +63,24 @@ class KVCache:
         config: ModelConfig,
         block_size: object,
         dtype: torch.dtype,
-        device: torch.device,
         *,
         tokens: object = None,
         gb: object = None,
     ) -> int:
-        """Blocks a budget buys, sizes checked (positive, at least one block) but not the memory: for
-        analyses that size a cache without allocating it."""
+        """Blocks a budget buys, sizes checked (positive, at least one block, not both given) but not the
+        memory: for analyses that size a cache without allocating it."""
         block_size = integer("block_size", block_size, minimum=1)
         per_token = KVCache.bytes_per_token(config, dtype)
+        if tokens is not None and gb is not None:
+            raise InvalidArgumentError(
+                f"cache_tokens ({tokens!r}) and cache_gb ({gb!r}) both size the KV cache: give one of them"
+            )
         if tokens is not None:
             budget = integer("cache_tokens", tokens, minimum=1)
         elif gb is not None:
             budget = int(real("cache_gb", gb, positive=True) * 2**30) // per_token
         else:
-            budget = default_cache_bytes(device) // per_token
+            budget = DEFAULT_CACHE_TOKENS
         if budget // block_size < 1:
             raise CacheCapacityError(
                 f"a KV cache of {budget} tokens holds no block of {block_size} tokens; give a larger cache"

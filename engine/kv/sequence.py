@@ -12,7 +12,8 @@ class SequenceState:
     Invariants:
     - positions [0, num_kv) have their K/V written in the blocks of `block_table`, in order;
     - `block_hashes[i]` is the chained hash of block i, known for the first len(block_hashes) full blocks;
-    - the first `num_cached` prompt tokens were served from the prefix cache (a multiple of the block size).
+    - at its latest admission the first `num_cached` tokens were served from the prefix cache (a multiple of
+      the block size).
     """
 
     token_ids: list[int]
@@ -22,7 +23,6 @@ class SequenceState:
     num_cached: int = 0
     num_kv: int = 0
     num_prompt: int = 0
-    reserved: int = 0  # blocks admitted for and not yet taken: BlockManager.grow draws on these first
 
     def __post_init__(self) -> None:
         self.num_prompt = len(self.token_ids)

@@ -65,3 +65,12 @@ class KVWindow:
         end = start + k.shape[0]
         self.write(layer, start, k, v)
         return self.k[layer, :, :end], self.v[layer, :, :end]
+
+    def scatter(
+        self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store k, v `[T, kv_heads, head_dim]` as the rows at `positions` (ascending) of one layer; return its
+        K, V up to the last of them, `[kv_heads, positions[-1] + 1, head_dim]` (views)."""
+        self.k[layer][:, positions], self.v[layer][:, positions] = k.transpose(0, 1), v.transpose(0, 1)
+        end = int(positions[-1]) + 1
+        return self.k[layer, :, :end], self.v[layer, :, :end]

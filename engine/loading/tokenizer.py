@@ -11,7 +11,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from engine.errors import ModelNotFoundError
-from engine.loading.paths import cache_root
+from engine.loading.paths import cache_root, cache_write_error, writable_cache_folder
 
 # Qwen2's pre-tokenizer split: digits one by one (\p{N}), unlike cl100k's \p{N}{1,3}.
 QWEN_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -51,6 +51,7 @@ def qwen_tokenizer_dir() -> Path:
     out = cache_root() / "tokenizers" / "qwen2.5"
     if (out / "tokenizer.json").exists():
         return out
+    tmp = writable_cache_folder("tokenizers") / (out.name + ".tmp")  # checked before the work it stores
     from tokenizers import AddedToken, normalizers
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
@@ -72,7 +73,9 @@ def qwen_tokenizer_dir() -> Path:
         pad_token="<|endoftext|>",
         chat_template=(TEMPLATES / "qwen2.5.jinja").read_text(),
     )
-    tmp = out.with_name(out.name + ".tmp")
-    tok.save_pretrained(str(tmp))
-    tmp.replace(out)  # atomic: a half-written folder is never taken for a finished one
+    try:
+        tok.save_pretrained(str(tmp))
+        tmp.replace(out)  # atomic: a half-written folder is never taken for a finished one
+    except OSError as e:
+        raise cache_write_error(tmp, e) from None
     return out

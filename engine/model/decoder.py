@@ -47,14 +47,11 @@ class Decoder(nn.Module):
 
     @torch.inference_mode()
     def forward(
-        self, token_ids: torch.Tensor, ctx: StepContext, logits_rows: slice = slice(-1, None)
+        self, token_ids: torch.Tensor, ctx: StepContext, logits_rows: slice | torch.Tensor = slice(-1, None)
     ) -> torch.Tensor:
-        """Run tokens at positions ctx.start.. and return float32 logits `[rows, vocab]` for the chosen rows.
-
-        Only the rows asked for go through the LM head (the last one, for generation).
-        """
-        positions = torch.arange(ctx.start, ctx.start + token_ids.shape[0], device=token_ids.device)
-        rope = self.rope.at(positions, self.embed.dtype)  # once per forward, for every layer
+        """Run the step's token rows (see StepContext) and return float32 logits `[rows, vocab]` for the chosen
+        rows (a slice or row indices): only those go through the LM head (the last one, for generation)."""
+        rope = self.rope.at(ctx.positions(token_ids.device), self.embed.dtype)  # once, for every layer
         x = F.embedding(token_ids, self.embed)  # a new tensor: the layers add to it in place
         for layer in self.layers:
             x = layer(x, rope, ctx)

@@ -1,6 +1,6 @@
 """The decoder's building blocks, written out: RMSNorm, RoPE, grouped-query attention, SwiGLU MLP.
 
-All activations are `[T, ...]` for one sequence (batch size 1); positions are absolute.
+All activations are `[T, ...]`: the token rows of one step, of one or more sequences; positions are absolute.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.kv.step import StepContext
-from engine.model.causal_attention import causal_attention
+from engine.kv.step import SeqSpan, StepContext
+from engine.model.causal_attention import causal_attention, scattered_attention
 from engine.model.config import ModelConfig
 from engine.model.rotary import Rotary
 
@@ -53,7 +53,7 @@ class Attention(nn.Module):
     def forward(
         self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], ctx: StepContext
     ) -> torch.Tensor:
-        """x `[T, hidden]` at positions ctx.start..; `rope`: their cos, sin from `Rotary.at`."""
+        """x `[T, hidden]`: the step's token rows (see StepContext); `rope`: their cos, sin from `Rotary.at`."""
         t, h = x.shape[0], self.h
         qkv = F.linear(x, self.qkv_weight, self.qkv_bias)
         # q and k heads side by side, rotated in one pass: [T, heads + kv_heads, head_dim]
@@ -63,19 +63,34 @@ class Attention(nn.Module):
             qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
         qk = Rotary.rotate(qk, *rope)
         q, k = qk[:, :h], qk[:, h:]
+        if ctx.kv is not None and ctx.write_slots is not None:
+            n = ctx.write_slots.shape[0]
+            ctx.kv.write(self.layer, ctx.write_slots, k[:n], v[:n])
+        outs, row = [], 0
+        for span in ctx.spans:
+            rows = slice(row, row + span.length)
+            outs.append(self._attend(q[rows], k[rows], v[rows], span, ctx))
+            row += span.length
+        out = outs[0] if len(outs) == 1 else torch.cat(outs)
+        return F.linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
 
-        if ctx.kv is not None:
-            ctx.kv.write(self.layer, ctx.write_slots, k, v)
+    def _attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: SeqSpan, ctx: StepContext
+    ) -> torch.Tensor:
+        """One sequence's attention output `[length, heads, head_dim]` over its context (see SeqSpan)."""
+        if span.positions is not None:
+            assert span.window is not None, "scattered queries read a window"
+            keys, values = span.window.scatter(self.layer, span.positions, k, v)
+            return scattered_attention(q, keys, values, span.positions)
         kh, vh = k.transpose(0, 1), v.transpose(0, 1)  # [kv_heads, T, head_dim]
-        if ctx.window is not None:  # the context [0, start) is already contiguous there
-            kh, vh = ctx.window.extend(self.layer, ctx.start, k, v)
-        elif ctx.start > 0:  # no window: gather everything the sequence holds from the pool
-            k_all, v_all = ctx.kv.read(self.layer, ctx.read_slots)
+        if span.window is not None:  # the context [0, start) is already contiguous there
+            kh, vh = span.window.extend(self.layer, span.start, k, v)
+        elif span.start > 0:  # no window: gather everything the sequence holds from the pool
+            k_all, v_all = ctx.kv.read(self.layer, span.read_slots)
             kh, vh = k_all.transpose(0, 1), v_all.transpose(0, 1)
         if ctx.observe is not None:
             ctx.observe(self.layer, q, kh.transpose(0, 1))
-        out = causal_attention(q, kh, vh, ctx.start)
-        return F.linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
+        return causal_attention(q, kh, vh, span.start)
 
 
 class MLP(nn.Module):

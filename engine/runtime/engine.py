@@ -1,100 +1,155 @@
-"""`Engine`: prefill with prefix-cache reuse, then decode, for one request at a time.
+"""`Engine`: requests in, tokens out, over one model and one prefix-cached KV pool.
 
-A request: look up the longest cached block prefix of the prompt, compute only the rest at its true
-positions (attending to the cached K/V), publish the newly filled blocks, then decode token by token,
-publishing each block as it fills, so the next turn of a conversation reuses the answer too.
+A request is added (`add_request`), then every `step` runs one batch the scheduler builds (decode tokens of
+running requests and prompt chunks of new ones, see engine/runtime/scheduler.py): each request's cached
+block prefix is looked up at admission and only the rest computed, at its true positions; full blocks are
+published as they fill, so the next turn of a conversation, or another request in flight, reuses them.
+`generate` is a batch of one; `generate_many` runs several to the end.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from transformers import PreTrainedTokenizerBase
 
-from engine.arguments import boolean, integer, stop_strings, string
-from engine.devices import dtype_name, now
-from engine.errors import InvalidArgumentError
+from engine.arguments import boolean, integer, string
+from engine.devices import now
+from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.inspect.attention import MAX_BYTES, AttentionMaps, capture
-from engine.kv.block_manager import BlockManager
-from engine.kv.pool import KVCache
 from engine.kv.sequence import SequenceState
-from engine.kv.step import StepContext
 from engine.kv.window import KVWindow
-from engine.loading.sources import ModelSource
-from engine.model.decoder import Decoder
-from engine.model.sampling import check_sampling, sample
-from engine.prompts.chat import Message
-from engine.prompts.encoder import Prompt, PromptEncoder
+from engine.model.sampling import sample_rows
+from engine.prompts.encoder import Prompt
 from engine.prompts.regions import RenderedPrompt
-from engine.runtime.identity import identity
-from engine.runtime.outputs import Generation, Timing, Usage
-from engine.runtime.runner import ModelRunner, PagedTarget
+from engine.runtime.loaded import LoadedModel
+from engine.runtime.outputs import Generation, StepOutput
+from engine.runtime.request import Request, SamplingParams
+from engine.runtime.runner import ModelRunner
+from engine.runtime.scheduler import Scheduler
 
 
-class Engine:
-    def __init__(
+class Engine(LoadedModel):
+    """The request lifecycle over a `LoadedModel` (its weights, tokenizer, KV pool and block manager)."""
+
+    def __init__(self, *args: Any, max_num_seqs: int = 64, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.max_num_seqs = max_num_seqs
+        self.runner = ModelRunner(self.model, self.kv, self.device)
+        # prefill_chunk is the step's token budget: a longer prompt is prefilled over several steps
+        self.scheduler = Scheduler(self.blocks, max_num_seqs, self.prefill_chunk)
+        self.requests: dict[str, Request] = {}
+        self._ids = itertools.count()
+        self._ready: list[StepOutput] = []
+
+    # ---- requests ------------------------------------------------------------------------------------
+    def add_request(
         self,
-        source: ModelSource,
-        model: Decoder,
-        tokenizer: PreTrainedTokenizerBase | None,
-        device: torch.device,
-        dtype: torch.dtype,
+        prompt: Prompt,
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: str | Sequence[str] | None = None,
         *,
-        block_size: int = 16,
-        cache_tokens: int | None = None,
-        cache_gb: float | None = None,
-        cache: bool = True,
-        prefill_chunk: int = 4096,
-    ) -> None:
-        self.source, self.model, self.config = source, model, source.config
-        self.prompts = PromptEncoder(tokenizer, source.model_id, source.config)
-        self.device, self.dtype = device, dtype
-        self.cache_enabled = cache
-        self.prefill_chunk = prefill_chunk
-        num_blocks = KVCache.blocks_for_budget(
-            self.config, block_size, dtype, device, tokens=cache_tokens, gb=cache_gb
+        cache: bool | None = None,
+        cache_salt: str = "",
+        return_logits: bool = False,
+        ignore_eos: bool = False,
+        request_id: str | None = None,
+    ) -> str:
+        """Queue a request; its id. Checked here: arguments, the model's context, and that the pool could
+        ever hold it (a request that fits waits, or preempts, for room). `cache=False` (or an engine loaded
+        with cache=False) keeps its K/V in its own window: no lookup, nothing published, nothing evicted.
+        `cache_salt` isolates tenants: blocks hashed under one salt never serve another. `ignore_eos` decodes
+        exactly max_new_tokens tokens (for benchmarks that fix output lengths)."""
+        params = SamplingParams.checked(
+            max_new_tokens, temperature, top_p, seed, stop, return_logits, ignore_eos
         )
-        namespace = f"{source.digest}:{dtype_name(dtype)}".encode()
-        self.blocks = BlockManager(num_blocks, block_size, namespace)
-        self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)
-        self.runner = ModelRunner(model, device, prefill_chunk, source.eos_ids)
+        private = not (self.cache_enabled and (cache is None or boolean("cache", cache)))
+        rid = string("request_id", request_id) if request_id is not None else f"req-{next(self._ids)}"
+        if rid in self.requests:
+            raise InvalidArgumentError(f"request_id {rid!r} is already in flight")
+        encoded = self.prompts.encode(prompt)
+        self.check_context(len(encoded.ids), params.max_new_tokens)
+        generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
+        seq = SequenceState(list(encoded.ids), salt=string("cache_salt", cache_salt))
+        req = Request(
+            rid, seq, params, now(self.device), private, encoded.render_s, encoded.tokenize_s, generator
+        )
+        return self._enqueue(req)
 
-    # ---- identity and prompts (see runtime/identity.py, prompts/encoder.py) ----------------------------
-    @property
-    def info(self) -> dict[str, Any]:
-        """What every result records about the model and machine it came from."""
-        cache_tokens = self.blocks.num_blocks * self.blocks.block_size
-        return identity(self.source, self.dtype, self.device, self.blocks.block_size, cache_tokens)
+    def add_prefilled(
+        self,
+        token_ids: Sequence[int],
+        window: KVWindow,
+        logits: torch.Tensor,
+        max_new_tokens: int,
+        cached_tokens: int = 0,
+        approximate_tokens: int = 0,
+        *,
+        arrival: float | None = None,
+    ) -> str:
+        """Queue a prompt whose K/V something else computed into a private window (the approximate assemblies
+        of engine/approx), with its last token's logits: its first token is their argmax now, and the step
+        loop decodes the rest greedily in that window (logits of every step kept); it never reaches the pool."""
+        params = SamplingParams.checked(max_new_tokens, 0.0, 1.0, None, None, True)
+        seq = SequenceState(list(token_ids))
+        seq.num_kv = len(seq)
+        req = Request(f"req-{next(self._ids)}", seq, params, now(self.device), private=True, window=window)
+        req.arrival = req.arrival if arrival is None else arrival
+        req.cached_tokens, req.approximate_tokens, req.admitted = (
+            cached_tokens,
+            approximate_tokens,
+            req.arrival,
+        )
+        t = now(self.device)
+        self._enqueue(req)
+        self._ready.append(self._append(req, int(logits.argmax()), logits, t, t))
+        return req.id
 
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self.prompts.tokenizer
+    def _enqueue(self, req: Request) -> str:
+        self.scheduler.add(req)  # refuses a request the pool could never hold
+        self.requests[req.id] = req
+        return req.id
 
-    def render(
-        self, messages: Sequence[Message], tools: Sequence[dict] | None = None, **template_options: Any
-    ) -> list[int]:
-        """Token ids of messages rendered with the model's chat template, ending in the generation prompt."""
-        return self.prompts.render(messages, tools, **template_options)
+    def step(self) -> list[StepOutput]:
+        """Run one scheduled batch; one output per request that sampled a token in it."""
+        ready, self._ready = self._ready, []
+        if ready:  # first tokens of prefilled requests, sampled when they were added
+            return ready
+        t0 = now(self.device)
+        scheduled = self.scheduler.schedule()
+        t_lookup = now(self.device)
+        for req in scheduled.admitted:
+            if req.admitted is None:  # the first admission: what the prompt got from the cache
+                req.admitted, req.lookup_s, req.cached_tokens = t0, t_lookup - t0, req.seq.num_cached
+            req.window = req.window or self._window(req)
+        if not scheduled.work:
+            return []
+        sampling, logits = self.runner.run(scheduled.work)
+        t_forward = now(self.device)
+        for req, _ in scheduled.work:
+            if not req.private:
+                self.blocks.publish(req.seq)
+        params = [(r.params.temperature, r.params.top_p, r.generator) for r in sampling]
+        tokens = sample_rows(logits, params)
+        t_sampled = now(self.device)
+        return [self._append(r, tokens[i], logits[i], t_forward, t_sampled) for i, r in enumerate(sampling)]
 
-    def prompt_ids(self, prompt: Prompt) -> list[int]:
-        """A string is encoded as raw text; a list of dicts is chat; a list of ints is used as is."""
-        return self.prompts.ids(prompt)
+    def abort(self, request_id: str) -> bool:
+        """Stop a request (its blocks released at once); False if no such request is in flight."""
+        req = self.requests.pop(request_id, None)
+        if req is not None:
+            req.finish_reason = "abort"
+            self.scheduler.finish(req)
+        return req is not None
 
-    def check_context(self, prompt_len: int, max_new_tokens: int) -> None:
-        """Refuse (never truncate) a request that does not fit the model's context."""
-        self.prompts.check_context(prompt_len, max_new_tokens)
+    def has_unfinished(self) -> bool:
+        return self.scheduler.has_unfinished()
 
-    # ---- forward passes ---------------------------------------------------------------------------
-    def logits(self, token_ids: Sequence[int]) -> torch.Tensor:
-        """float32 [len, vocab] from a plain causal forward with no cache: the reference path."""
-        ids = self.prompt_ids(list(token_ids))
-        self.check_context(len(ids), 0)
-        tensor = torch.tensor(ids, dtype=torch.long, device=self.device)
-        return self.model(tensor, StepContext(), logits_rows=slice(None))
-
-    # ---- generation --------------------------------------------------------------------------------
     def generate(
         self,
         prompt: Prompt,
@@ -104,99 +159,70 @@ class Engine:
         seed: int | None = None,
         stop: str | Sequence[str] | None = None,
         on_token: Callable[[str], None] | None = None,
-        *,
-        cache: bool | None = None,
-        cache_salt: str = "",
-        return_logits: bool = False,
+        **options: Any,
     ) -> Generation:
-        """Prefill (reusing cached blocks unless cache=False) and decode up to max_new_tokens.
-
-        `cache_salt` isolates tenants: blocks hashed under one salt never serve another.
-        `return_logits` keeps the float32 logits of every sampling step in `Generation.logits`.
-        """
-        temperature, top_p = check_sampling(temperature, top_p)
-        max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=1)
-        seed = None if seed is None else integer("seed", seed, minimum=0)
-        stop = stop_strings(stop)
-        cache = None if cache is None else boolean("cache", cache)
-        cache_salt, return_logits = string("cache_salt", cache_salt), boolean("return_logits", return_logits)
+        """One request on an idle engine, to its end (options: those of `add_request`). `on_token` receives
+        the text as it comes (whole characters, never a stop string or what follows it)."""
         if on_token is not None and not callable(on_token):
             raise InvalidArgumentError(f"on_token must be a function of the new text, got {on_token!r:.60}")
-        encoded = self.prompts.encode(prompt)
-        ids = encoded.ids
-        self.check_context(len(ids), max_new_tokens)
-        use_cache = self.cache_enabled if cache is None else cache and self.cache_enabled
-        gen = torch.Generator().manual_seed(seed) if seed is not None else None
-        seq = SequenceState(list(ids), salt=cache_salt)
-        kept: list[torch.Tensor] | None = [] if return_logits else None
+        if self.has_unfinished():
+            raise InvalidArgumentError("generate() needs an idle engine; drive several with add_request/step")
+        rid = self.add_request(prompt, max_new_tokens, temperature, top_p, seed, stop, **options)
+        return self.run_to_end(rid, on_token)
 
-        def pick(logits: torch.Tensor) -> int:  # sample the next token, keeping its logits if asked
-            if kept is not None:
-                kept.append(logits.cpu())
-            return sample(logits, temperature, top_p, gen)
-
-        t0 = now(self.device)
-        self.blocks.admit(seq, len(ids) + max_new_tokens, use_cache)
-        t_lookup = now(self.device)
+    def run_to_end(self, request_id: str, on_token: Callable[[str], None] | None = None) -> Generation:
+        """Step until the request finishes (others in flight advance too; their outputs are dropped, so use
+        it alone); aborted if an exception (or Ctrl-C) stops it first."""
         try:
-            target = PagedTarget(self.blocks, self.kv, seq, self._window(seq, len(ids) + max_new_tokens))
-            logits = self.runner.forward(seq.token_ids, seq.num_kv, len(ids), target)
-            t_prefill = now(self.device)
-            token = pick(logits)
-            t_first = now(self.device)
-            publish = (lambda: self.blocks.publish(seq)) if use_cache else None
-            if publish is not None:
-                publish()
-            stops = self._stopping(seq, stop, on_token)
-            finish = self.runner.decode(seq.token_ids, target, token, max_new_tokens, pick, stops, publish)
-            t_end = now(self.device)
+            while True:
+                for out in self.step():
+                    if out.request_id != request_id:
+                        continue
+                    if on_token is not None and out.text:
+                        on_token(out.text)
+                    if out.generation is not None:
+                        return out.generation
         finally:
-            self.blocks.release(seq)
+            self.abort(request_id)  # a no-op once it has finished
 
-        text = self.prompts.text(seq.generated)
-        text = text[: min((text.index(s) for s in stop if s in text), default=len(text))]  # the earliest stop
-        n_out = len(seq.generated)
-        cached, context = seq.num_cached, self.prompts.divergence_context(ids, seq.num_cached)
-        usage = Usage(len(ids), cached, len(ids) - cached, n_out, cached, context)
-        decode_s = t_end - t_first
-        rate = (n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0
-        timing = Timing(
-            t_first - t0,
-            t_lookup - t0,
-            t_prefill - t_lookup,
-            decode_s,
-            rate,
-            encoded.render_s,
-            encoded.tokenize_s,
-        )
-        out_logits = torch.stack(kept) if kept is not None else None
-        return Generation(seq.generated, text, usage, timing, list(ids), finish, out_logits)
-
-    def _stopping(
-        self, seq: SequenceState, stop: Sequence[str], on_token: Callable[[str], None] | None
-    ) -> Callable[[int], bool] | None:
-        """The decode loop's text check: stream whole characters to `on_token` and stop at a stop string."""
-        if on_token is None and not stop:
-            return None
-        shown = ""
-
-        def check(_generated: int) -> bool:
-            nonlocal shown
-            text = self.prompts.text(seq.generated)
-            if on_token is not None and not text.endswith("\ufffd"):  # wait for whole UTF-8 characters
-                on_token(text[len(shown) :])
-                shown = text
-            return bool(stop) and any(s in text for s in stop)
-
-        return check
-
-    def _window(self, seq: SequenceState, capacity: int) -> KVWindow | None:
-        """The sequence's attention context for prefill and decode, holding its cached prefix (one gather);
-        None where device memory cannot hold the copy, and then every step after the first gathers its
-        context from the pool instead (same numbers, more traffic)."""
+    def generate_many(self, prompts: Sequence[Prompt], **options: Any) -> list[Generation]:
+        """Several requests batched together on an idle engine, to their ends; in the order of `prompts`."""
+        if self.has_unfinished():
+            raise InvalidArgumentError("generate_many() needs an idle engine; use add_request/step")
+        ids = [self.add_request(p, **options) for p in prompts]
+        done: dict[str, Generation] = {}
         try:
-            return KVWindow.from_blocks(self.kv, seq.block_table, seq.num_kv, capacity)
+            while len(done) < len(ids):
+                done |= {o.request_id: o.generation for o in self.step() if o.generation is not None}
+        finally:
+            for rid in ids:
+                self.abort(rid)
+        return [done[rid] for rid in ids]
+
+    def _append(
+        self, req: Request, token: int, logits: torch.Tensor, t_forward: float, t: float
+    ) -> StepOutput:
+        text = self.prompts.text([*req.seq.generated, token])
+        delta = req.accept(token, text, token in self.source.eos_ids, logits, t_forward, t)
+        counts = {"prompt_tokens": req.seq.num_prompt, "cached_tokens": req.cached_tokens}
+        if req.finish_reason is None:
+            return StepOutput(req.id, token, delta, False, **counts)
+        self.scheduler.finish(req)
+        del self.requests[req.id]
+        context = self.prompts.divergence_context(req.seq.token_ids[: req.seq.num_prompt], req.cached_tokens)
+        return StepOutput(req.id, token, delta, True, req.generation(context), **counts)
+
+    def _window(self, req: Request) -> KVWindow | None:
+        """The request's attention context for its prefill and decode, holding its cached prefix (one
+        gather). A pool-backed request whose copy does not fit in device memory gets None and gathers its
+        context from the pool every step (same numbers, more traffic); a private one has nowhere else."""
+        try:
+            if req.private:
+                return KVWindow.like(self.kv, req.capacity)
+            return KVWindow.from_blocks(self.kv, req.seq.block_table, req.seq.num_kv, req.capacity)
         except torch.OutOfMemoryError:
+            if req.private:
+                raise CacheCapacityError(f"no device memory for a {req.capacity}-token K/V window") from None
             return None
 
     # ---- attention (computed by engine.inspect.attention from this engine's model) ---------------
@@ -212,20 +238,16 @@ class Engine:
     ) -> AttentionMaps:
         """Attention probabilities of the chosen layers, heads and query rows (None: all), from this
         engine's own queries and keys; `max_new_tokens` > 0 decodes greedily first and adds those rows."""
+        max_new_tokens = integer("max_new_tokens", max_new_tokens, minimum=0)
         rendered = self.prompts.rendered(prompt)
         if max_new_tokens > 0:
-            rendered = self.continue_greedily(rendered, max_new_tokens)
+            gen = self.generate(rendered.token_ids, max_new_tokens=max_new_tokens, cache=False)
+            rendered = rendered.with_generated(gen.token_ids)
         return capture(self.model, self.prompts, rendered, layers, heads, rows, max_bytes)
 
-    def continue_greedily(self, prompt: RenderedPrompt, max_new_tokens: int) -> RenderedPrompt:
-        """The prompt followed by its greedy continuation (EOS included), as a "generated" region."""
-        gen = self.generate(prompt.token_ids, max_new_tokens=max_new_tokens, cache=False)
-        return prompt.with_generated(gen.token_ids)
-
-    # ---- cache control -------------------------------------------------------------------------------
     def with_own_pool(self, cache_tokens: int) -> Engine:
         """An engine over the same weights and tokenizer with its own KV pool of `cache_tokens` tokens: what
-        it runs (e.g. cold baselines) can never evict a block of this engine's cache."""
+        it runs can never evict a block of this engine's cache."""
         return Engine(
             self.source,
             self.model,
@@ -236,11 +258,15 @@ class Engine:
             cache_tokens=cache_tokens,
             cache=self.cache_enabled,
             prefill_chunk=self.prefill_chunk,
+            max_num_seqs=self.max_num_seqs,
         )
 
-    def reset_cache(self) -> None:
-        """Forget every cached block (stats are kept)."""
-        self.blocks.reset()
-
     def cache_stats(self) -> dict[str, int]:
-        return self.blocks.usage()
+        """The block manager's counts and split of blocks, and the requests preempted so far."""
+        return super().cache_stats() | {"preemptions": self.scheduler.preemptions}
+
+    def reset_cache(self) -> None:
+        """Forget every cached block (stats are kept). Only on an idle engine."""
+        if self.has_unfinished():
+            raise InvalidArgumentError("reset_cache() needs an idle engine: requests still hold blocks")
+        self.blocks.reset()

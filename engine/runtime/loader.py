@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.arguments import boolean, integer
+from engine.arguments import boolean, integer, random_seed
 from engine.devices import resolve_device, resolve_dtype
 from engine.errors import InvalidArgumentError
 from engine.kv.pool import KVCache
@@ -28,18 +28,21 @@ def load(
     cache_gb: float | None = None,
     cache: bool = True,
     prefill_chunk: int = 4096,
+    max_num_seqs: int = 64,
 ) -> Engine:
     """Load `model` (folder, hub id, .gguf, alias or synthetic:<preset>) onto `device` in `dtype`.
 
     The KV cache holds `cache_tokens` tokens, else `cache_gb` GiB, else a share of free memory, in blocks of
-    `block_size`; `cache=False` turns prefix reuse off. `seed` chooses synthetic weights. Every argument is
-    checked before any weight is read.
+    `block_size`; `cache=False` turns prefix reuse off. `seed` chooses synthetic weights. The scheduler runs at
+    most `max_num_seqs` requests at once (the rest wait) in steps of at most `prefill_chunk` tokens. Every
+    argument is checked before any weight is read.
     """
     for name, value in (("model", model), ("device", device), ("dtype", dtype)):
         if value is not None and not isinstance(value, str):
             raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__} {value!r}")
     cache = boolean("cache", cache)
-    seed, prefill_chunk = integer("seed", seed, minimum=0), integer("prefill_chunk", prefill_chunk, minimum=1)
+    seed, prefill_chunk = random_seed("seed", seed), integer("prefill_chunk", prefill_chunk, minimum=1)
+    max_num_seqs = integer("max_num_seqs", max_num_seqs, minimum=1)
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     source = resolve(model, seed)
@@ -50,7 +53,8 @@ def load(
     decoder = Decoder(source.config, dt, dev)
     load_weights(decoder, source.reader(dev))
     options = dict(block_size=block_size, cache_tokens=cache_tokens, cache_gb=cache_gb, cache=cache)
-    return Engine(source, decoder, tokenizer, dev, dt, prefill_chunk=prefill_chunk, **options)
+    batching = dict(prefill_chunk=prefill_chunk, max_num_seqs=max_num_seqs)
+    return Engine(source, decoder, tokenizer, dev, dt, **batching, **options)
 
 
 def with_tokenizer(source: ModelSource) -> tuple[ModelSource, PreTrainedTokenizerBase | None]:

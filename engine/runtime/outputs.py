@@ -24,17 +24,23 @@ class Usage:
 
 @dataclass
 class Timing:
-    """TTFT is admission to the first sampled token: the block lookup, the prefill and the first sample,
-    device synchronized. Rendering the chat template and tokenizing come before it and are timed apart, so
-    the whole request is render_s + tokenize_s + ttft_s (+ decode_s)."""
+    """TTFT is arrival (the request added, its token ids known) to the first sampled token: the wait for a
+    step with room for it, the block lookup, the prefill (in one or more steps, beside other requests' work)
+    and the first sample, device synchronized. Rendering the chat template and tokenizing come before
+    arrival and are timed apart, so the whole request is render_s + tokenize_s + ttft_s (+ decode_s)."""
 
-    ttft_s: float  # token ids admitted -> first token sampled, device synchronized
-    lookup_s: float  # hashing and matching the prompt's blocks
-    prefill_s: float  # the prefill forward pass
+    ttft_s: float  # arrival -> first token sampled, device synchronized
+    lookup_s: float  # hashing and matching the prompt's blocks at admission
+    prefill_s: float  # end of the lookup -> end of the forward that gave the first token's logits
     decode_s: float = 0.0  # first token -> last token
     decode_tokens_per_s: float = 0.0
     render_s: float = 0.0  # chat template -> text (host; 0 for text or token-id prompts)
     tokenize_s: float = 0.0  # text -> token ids (host; 0 for token-id prompts)
+    queue_s: float = 0.0  # arrival -> admission (first scheduled)
+    time_per_output_token_s: float = (
+        0.0  # decode_s / (completion tokens - 1), as serving benchmarks define it
+    )
+    inter_token_s: list[float] = field(default_factory=list)  # gaps between consecutive tokens
 
 
 @dataclass
@@ -44,14 +50,34 @@ class Generation:
     usage: Usage
     timing: Timing
     prompt_ids: list[int] = field(default_factory=list, repr=False)
-    finish_reason: str = "length"  # "length" | "stop" (EOS or a stop string)
+    finish_reason: str = "length"  # "length" | "stop" (EOS or a stop string) | "abort"
     logits: torch.Tensor | None = field(default=None, repr=False)  # [steps, vocab] with return_logits=True
+    stop_string: str | None = (
+        None  # the stop string `text` ends before (token_ids hold the token completing it)
+    )
+    preemptions: int = 0  # times the request was preempted and recomputed under memory pressure
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "token_ids": self.token_ids,
             "finish_reason": self.finish_reason,
+            "stop_string": self.stop_string,
+            "preemptions": self.preemptions,
             "usage": asdict(self.usage),
             "timing": asdict(self.timing),
         }
+
+
+@dataclass
+class StepOutput:
+    """What one step did for one request: the token it sampled, the text that token adds (whole characters,
+    never past a stop string) and, once finished, the whole `Generation`."""
+
+    request_id: str
+    token_id: int
+    text: str
+    finished: bool
+    generation: Generation | None = None
+    prompt_tokens: int = 0
+    cached_tokens: int = 0  # what its prompt got from the prefix cache at admission

@@ -50,7 +50,8 @@ class AnalyzedRequest:
     )  # filled for each session's last request
 
     def row(self) -> dict[str, Any]:
-        """Flat dict for CSV and tables: one cached/share/written/cost column group per rule."""
+        """Flat dict for CSV and tables: one cached/share/written/cost/why column group per rule, and
+        `why_none`: each rule that read nothing, and why."""
         base = {k: v for k, v in vars(self).items() if k not in ("served", "regions")}
         for name, s in self.served.items():
             base |= {
@@ -58,8 +59,11 @@ class AnalyzedRequest:
                 f"{name}_share": s.cached_tokens / self.prompt_tokens,
                 f"{name}_written": s.written_tokens,
                 f"{name}_cost": s.input_cost,
+                f"{name}_why_none": s.why_none,
             }
-        return base
+        return base | {
+            "why_none": "; ".join(f"{n}: {s.why_none}" for n, s in self.served.items() if s.why_none)
+        }
 
 
 def replies(requests: Sequence[TraceRequest]) -> list[Message | None]:
@@ -110,7 +114,7 @@ class Analyzer:
             change = lcp if prev is not None and lcp < len(prev) else -1
             lost = len(prev) - change if prev is not None and change >= 0 else 0
             before[req.session] = ids + reply_ids[:-1]
-            if keep_ids:
+            if keep_ids and not local.why_none:  # a request the local model refuses is in no pressure sweep
                 self.prompts.append((ids, reply_ids))
             cached = local.cached_tokens
             last[req.session] = (len(out), req, prompt, ends)

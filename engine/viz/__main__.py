@@ -78,7 +78,9 @@ def heatmap(args: argparse.Namespace) -> int:
             args.prompt if args.raw else [{"role": "user", "content": args.prompt}]
         )
     if args.max_new_tokens:
-        prompt = engine.continue_greedily(prompt, args.max_new_tokens)
+        prompt = prompt.with_generated(
+            engine.generate(prompt.token_ids, args.max_new_tokens, cache=False).token_ids
+        )
     n = len(prompt.token_ids)
     rows = None if args.rows is None else range(n - min(args.rows, n), n)
     layers = None if args.layer is None else [args.layer]

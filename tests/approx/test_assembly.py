@@ -112,3 +112,39 @@ def test_approximate_kv_is_never_served_as_an_exact_hit(eng) -> None:
     exact = eng.generate(new, max_new_tokens=1, return_logits=True)
     assert exact.usage.cached_tokens == 16  # only the exact block before the edit
     assert torch.allclose(exact.logits[0], cold_logits(eng, new), atol=1e-5)
+
+
+def test_a_plan_computes_all_its_runs_in_one_forward(eng, monkeypatch) -> None:
+    """Three computed runs between reused ones take one forward of the model, and give what computing the
+    runs one after the other gives (each token attends by position to every row before it)."""
+    ids = tokens(60, 30)
+    s = snapshot(eng, tokens(4, 31) + ids[4:])  # rows after the first 4 are stale for this prompt
+    plan = [Compute(4), Reuse(s, 4, 20), Compute(6), Reuse(s, 26, 50), Compute(10)]
+    forwards = []
+    forward = type(eng.model).forward
+    monkeypatch.setattr(type(eng.model), "forward", lambda *a, **k: forwards.append(1) or forward(*a, **k))
+    one = assemble(eng, ids, plan)
+    assert len(forwards) == 1
+    monkeypatch.undo()
+    window = one.window.like(eng.kv, len(ids))
+    for seg_start, seg_end, reuse in ((4, 20, 4), (26, 50, 26)):  # the same reused rows...
+        window.k[:, :, seg_start:seg_end] = s.k[:, :, reuse : reuse + seg_end - seg_start]
+        window.v[:, :, seg_start:seg_end] = s.v[:, :, reuse : reuse + seg_end - seg_start]
+    for start, end in ((0, 4), (20, 26), (50, 60)):  # ...and the runs computed in order, one forward each
+        logits = eng.runner.compute(ids[start:end], window, start=start)
+    assert (one.logits - logits).abs().max().item() <= 1e-5
+    assert (one.window.k[:, :, :60] - window.k[:, :, :60]).abs().max().item() <= 1e-5
+
+
+def test_an_uncached_request_evicts_nothing(tiny_dir, load) -> None:
+    """cache=False on a shared engine keeps its K/V in its own window: the cached blocks stay, all of them."""
+    small = load(tiny_dir("qwen2"), block_size=16, cache_tokens=4 * 16)
+    base = tokens(63, 32)
+    small.generate(base, max_new_tokens=1)  # 3 full blocks cached, nothing free but one empty block
+    before = small.cache_stats()
+    small.generate(tokens(60, 33), max_new_tokens=20, cache=False)  # 80 positions: more than the pool
+    after = small.cache_stats()
+    assert (
+        after["evictions"] == before["evictions"] and after["blocks_cached"] == before["blocks_cached"] == 3
+    )
+    assert small.generate(base, max_new_tokens=1).usage.cached_tokens == 48

@@ -13,7 +13,7 @@ import engine
 from engine.bench.commands import compaction, layout
 from engine.bench.commands.statusbar import replay_status
 from engine.bench.harness.replayer import Replayer
-from engine.bench.workloads.agent_status import STATUS_LAYOUTS, build_trajectory
+from engine.bench.workloads.agent_status import STATUS_LAYOUTS, sized_trajectory
 from engine.bench.workloads.compaction_policies import POLICIES, extractive_summary
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.longchat import build_long_chat
@@ -44,10 +44,10 @@ COMPACTION = {
     "sliding-window/stable": (4, 4, 997, None),
     "sliding-window/timestamp-first": (4, 4, 1506, None),
 }
-# status layout -> cached tokens per step; 4 steps, S=64, R=16
+# status layout -> cached tokens per step; 4 steps, S=128, R=64 (the sweep's smallest point)
 STATUS_CACHED = {
     "status-replace": [0, 80, 192, 304],
-    "status-append": [0, 208, 416, 624],
+    "status-append": [0, 240, 480, 720],
     "status-in-system": [0, 64, 64, 64],
     "no-status": [0, 144, 256, 368],
 }
@@ -86,7 +86,7 @@ def test_compaction_events_and_breaks(smol_tiny) -> None:
 
 
 def test_status_bar_cached_tokens_per_step(smol_tiny) -> None:
-    traj = build_trajectory(smol_tiny.tokenizer, 4, 64, 16)
+    traj = sized_trajectory(smol_tiny, 4, 128, 64)
     records = replay_status(smol_tiny, traj, list(STATUS_LAYOUTS), 1, "test")
     got: dict[str, list[int]] = {}
     for r in records:

@@ -1,4 +1,5 @@
-"""BlockManager invariants under long random sequences of admit / grow / publish / release / match."""
+"""BlockManager invariants under long random sequences of admit / grow / publish / release / match; LRU order,
+usage counts, growth that never fails halfway, the lazy pool and the complete collision guard."""
 
 from __future__ import annotations
 
@@ -13,16 +14,27 @@ from engine.kv.sequence import SequenceState
 NUM_BLOCKS, BS = 12, 4
 
 
+def free_blocks(bm: BlockManager) -> list[int]:
+    return [*bm.empty, *range(bm.next_fresh, bm.num_blocks), *bm.cached]
+
+
 def check_invariants(bm: BlockManager) -> None:
-    referenced = {b.id for b in bm.blocks if b.ref_count > 0}
-    assert all(b.ref_count >= 0 for b in bm.blocks)
-    assert referenced.isdisjoint(bm.free)  # no block both free and referenced
-    assert len(referenced) + len(bm.free) == bm.num_blocks  # free + used = capacity
-    assert 0 <= bm.reserved <= len(bm.free)  # every promised block can still be handed out
+    referenced = {b.id for b in bm.blocks.values() if b.ref_count > 0}
+    free = free_blocks(bm)
+    assert all(b.ref_count >= 0 for b in bm.blocks.values())
+    assert len(set(free)) == len(free) == bm.num_free  # each free block once
+    assert referenced.isdisjoint(free)  # no block both free and referenced
+    assert len(referenced) + len(free) == bm.num_blocks  # free + used = capacity
+    assert all(bm.blocks[b].hash is None for b in bm.empty)  # empty blocks hold nothing reusable
+    assert all(bm.blocks[b].hash is not None for b in bm.cached)  # cached ones can be found again
     for h, block_id in bm.table.items():
         block = bm.blocks[block_id]
-        assert block.hash == h and len(block.token_ids) == BS
-    for block in bm.blocks:  # a hashed block is always findable by its hash
+        assert (
+            block.hash == h
+            and len(block.token_ids) == BS
+            and chain_hash(block.parent, token_bytes(block.token_ids)) == h
+        )
+    for block in bm.blocks.values():  # a hashed block is always findable by its hash
         assert block.hash is None or bm.table[block.hash] == block.id
 
 
@@ -53,14 +65,14 @@ def test_invariants_hold(ops) -> None:
         if step[0] == "admit":
             _, toks, extra, salt = step
             seq = SequenceState(list(toks), salt=salt)
-            try:
-                bm.admit(seq, len(toks) + extra)
-            except CacheCapacityError:
-                check_invariants(bm)
+            matched = bm.match(seq.token_ids, salt)
+            if not bm.fits(matched[0], len(toks) + extra):
                 continue
+            bm.admit(seq, True, matched)
             assert seq.num_cached % BS == 0 and seq.num_cached < len(toks)
             for i, block_id in enumerate(seq.block_table):  # a hit holds exactly the prompt's tokens
                 assert bm.blocks[block_id].token_ids == tuple(toks[i * BS : (i + 1) * BS])
+            assert bm.can_grow(seq, len(toks) + extra)  # what `fits` promised
             bm.grow(seq, len(toks))
             seq.num_kv = len(toks)
             bm.publish(seq)
@@ -68,8 +80,12 @@ def test_invariants_hold(ops) -> None:
         elif step[0] == "decode" and live:
             seq, limit = live[step[1] % len(live)]
             for _ in range(min(step[2], limit - len(seq))):
+                if not bm.can_grow(seq, seq.num_kv + 1):
+                    with pytest.raises(CacheCapacityError):  # refused whole, nothing changed
+                        bm.grow(seq, seq.num_kv + 1)
+                    break
                 seq.token_ids.append(len(seq) % 3)
-                bm.grow(seq, seq.num_kv + 1)  # admitted capacity guarantees this succeeds
+                bm.grow(seq, seq.num_kv + 1)
                 seq.num_kv += 1
                 bm.publish(seq)
         elif step[0] == "release" and live:
@@ -84,23 +100,23 @@ def test_invariants_hold(ops) -> None:
     for seq, _ in live:
         bm.release(seq)
     check_invariants(bm)
-    assert len(bm.free) == NUM_BLOCKS
+    assert bm.num_free == NUM_BLOCKS
 
 
 def test_lru_evicts_least_recently_used_first() -> None:
     bm = BlockManager(4, BS, b"ns")
     a, b = SequenceState([1] * 9), SequenceState([2] * 9)
     for seq in (a, b):
-        bm.admit(seq, 8)
+        bm.admit(seq)
         bm.grow(seq, 8)
         seq.num_kv = 8
         bm.publish(seq)
         bm.release(seq)
     touch = SequenceState([1] * 9)
-    bm.admit(touch, 9)  # touch a: b is now least recently used
+    bm.admit(touch)  # touch a: b is now least recently used
     bm.release(touch)
     c = SequenceState([3] * 9)
-    bm.admit(c, 8)
+    bm.admit(c)
     bm.grow(c, 8)
     assert bm.match([2] * 9)[0] == []  # b's blocks were the ones evicted
     assert bm.usage()["evictions"] == 2
@@ -109,7 +125,7 @@ def test_lru_evicts_least_recently_used_first() -> None:
 def test_usage_counts() -> None:
     bm = BlockManager(8, BS, b"ns")
     seq = SequenceState(list(range(10)))
-    bm.admit(seq, 10)
+    bm.admit(seq)
     bm.grow(seq, 10)
     seq.num_kv = 10
     bm.publish(seq)
@@ -125,15 +141,49 @@ def test_refuses_zero_capacity() -> None:
         BlockManager(0, BS, b"ns")
 
 
-def test_admission_reserves_the_blocks_a_live_sequence_may_still_need() -> None:
+def test_growth_is_refused_whole_when_too_few_blocks_are_free() -> None:
     bm = BlockManager(4, BS, b"ns")
-    a = SequenceState([1])
-    bm.admit(a, 16)  # 4 blocks promised, 1 taken so far
-    bm.grow(a, 1)
-    with pytest.raises(CacheCapacityError, match="only 0 of 4 can be freed"):
-        bm.admit(SequenceState([2]), 4)  # three free blocks, all promised to a
-    bm.grow(a, 16)  # a grows to its admitted size
-    with pytest.raises(CacheCapacityError, match="past the size it was admitted for"):
-        bm.grow(a, 17)
+    a = SequenceState([1] * 9)
+    bm.admit(a)
+    bm.grow(a, 9)  # 3 blocks
+    b = SequenceState([2] * 9)
+    bm.admit(b)
+    assert not bm.can_grow(b, 8) and bm.can_grow(b, 4)
+    with pytest.raises(CacheCapacityError, match="has 1 free blocks of 4; covering 8 tokens needs 2 more"):
+        bm.grow(b, 8)
+    assert b.block_table == [] and bm.num_free == 1  # nothing taken
     bm.release(a)
-    assert bm.reserved == 0 and len(bm.free) == 4
+    bm.grow(b, 8)
+    assert len(b.block_table) == 2
+
+
+def test_a_what_if_pool_costs_only_what_it_touches() -> None:
+    """10^12 tokens of capacity: no object per block, only the ones requests use."""
+    bm = BlockManager(10**12 // BS, BS, b"ns")
+    seq = SequenceState(list(range(40)))
+    bm.admit(seq)
+    bm.grow(seq, 40)
+    seq.num_kv = 40
+    bm.publish(seq)
+    bm.release(seq)
+    again = SequenceState(list(range(41)))
+    bm.admit(again)
+    assert again.num_cached == 40 and len(bm.blocks) == 10
+    u = bm.usage()
+    assert u["blocks_total"] == 10**12 // BS and u["blocks_cached"] == 0 and u["blocks_in_use"] == 10
+
+
+def test_a_hash_hit_under_another_parent_is_a_miss() -> None:
+    """The guard compares the block's tokens and its parent hash: a collision of the chained hash with
+    the same tokens after a different prefix is never served."""
+    bm = BlockManager(8, BS, b"ns")
+    seq = SequenceState([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    bm.admit(seq)
+    bm.grow(seq, 9)
+    seq.num_kv = 9
+    bm.publish(seq)
+    bm.release(seq)
+    second = bm.blocks[bm.table[seq.block_hashes[1]]]
+    second.parent = b"another prefix!!"  # as if the second block had been stored under another chain
+    hits, _ = bm.match([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert len(hits) == 1 and bm.stats.collisions == 1

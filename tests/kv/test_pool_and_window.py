@@ -7,10 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.errors import CacheCapacityError
 from engine.kv.pool import KVCache
-from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
-from engine.runtime.runner import PagedTarget
 from tests.conftest import random_ids as tokens
 from tests.precision import assert_same_greedy_run
 
@@ -41,20 +40,14 @@ def test_rows_written_directly_are_the_context_a_step_reads(eng, cache_tol) -> N
     prompt = tokens(40, 5)
     eng.generate(prompt[:33], max_new_tokens=1)  # publishes 2 blocks
     cold = eng.generate(prompt, max_new_tokens=1, return_logits=True, cache=False)
-    seq = SequenceState(list(prompt))
-    eng.blocks.admit(seq, len(prompt))
-    try:
-        assert seq.num_kv == 32
-        slots, window = eng.kv.slots(seq.block_table, 0, 32), KVWindow.like(eng.kv, len(prompt))
-        for layer in range(eng.config.num_layers):
-            for row in range(32):  # one row at a time
-                k, v = eng.kv.read(layer, slots[row : row + 1])
-                window.write(layer, row, k, v)
-        logits = eng.runner.forward(
-            seq.token_ids, 32, len(prompt), PagedTarget(eng.blocks, eng.kv, seq, window)
-        )
-    finally:
-        eng.blocks.release(seq)
+    hits, _ = eng.blocks.match(prompt)
+    assert len(hits) * BS == 32
+    slots, window = eng.kv.slots(hits, 0, 32), KVWindow.like(eng.kv, len(prompt))
+    for layer in range(eng.config.num_layers):
+        for row in range(32):  # one row at a time
+            k, v = eng.kv.read(layer, slots[row : row + 1])
+            window.write(layer, row, k, v)
+    logits = eng.runner.compute(prompt[32:], window, start=32)
     assert (logits.cpu() - cold.logits[0]).abs().max().item() <= cache_tol
 
 
@@ -83,14 +76,24 @@ def test_without_room_for_the_window_steps_gather_and_agree(
     prompt = tokens(37, 2)
     if cached:
         eng.generate(prompt, max_new_tokens=1)  # publishes 2 blocks
-    with_window = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=cached)
+    cold = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=False)
 
     def no_memory(*args: object) -> None:
         raise torch.OutOfMemoryError("no room")
 
     monkeypatch.setattr(KVWindow, "from_blocks", no_memory)
-    gathered = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache=cached)
-    assert gathered.usage.cached_tokens == with_window.usage.cached_tokens == (32 if cached else 0)
-    assert_same_greedy_run(
-        gathered.token_ids, gathered.logits, with_window.token_ids, with_window.logits, cache_tol
-    )
+    gathered = eng.generate(prompt, max_new_tokens=10, return_logits=True, cache_salt="" if cached else "new")
+    assert gathered.usage.cached_tokens == (32 if cached else 0)
+    assert_same_greedy_run(gathered.token_ids, gathered.logits, cold.token_ids, cold.logits, cache_tol)
+
+
+def test_an_uncached_request_without_room_for_its_window_is_refused(eng, monkeypatch) -> None:
+    """cache=False keeps K/V in the request's own window only: without memory for it, a clear error."""
+
+    def no_memory(*args: object) -> None:
+        raise torch.OutOfMemoryError("no room")
+
+    monkeypatch.setattr(KVWindow, "like", no_memory)
+    with pytest.raises(CacheCapacityError, match="no device memory for a 47-token K/V window"):
+        eng.generate(tokens(37, 3), max_new_tokens=10, cache=False)
+    assert eng.cache_stats()["blocks_in_use"] == 0 and not eng.has_unfinished()

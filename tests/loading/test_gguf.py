@@ -1,10 +1,10 @@
-"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF rope scaling
-(YaRN metadata, Llama 3's rope_freqs.weight) against transformers with the same scaling; GGUF features we lack
-(metadata keys, tensors) refused by name, and a truncated file one clear line."""
+"""The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
+lack (metadata keys, tensors) refused by name, and a truncated file one clear line; a converted folder that no
+longer holds what was converted into it is converted again, never served. GGUF rope scaling:
+test_gguf_rope_scaling.py."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,8 @@ import pytest
 import torch
 
 import engine
-from engine.errors import UnsupportedModelError, WeightsError
-from engine.loading.gguf import _LAYER_NAMES, _TOP_NAMES, ROPE_FREQS
+from engine.errors import CacheFolderError, UnsupportedModelError, WeightsError
 from engine.loading.sources import _alias_path
-from engine.model.config import ModelConfig
-from engine.model.rope_scaling import Llama3, scaling_from_gguf
-from tests.conftest import SCALINGS, build_hf_model, random_ids
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -148,15 +144,6 @@ GGUF_CASES = [
 ]
 
 
-@pytest.fixture
-def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A kvtestbed cache of this test's own: a GGUF the test writes is converted (or refused) there, never read
-    from or left in the user cache that every checkout on the machine shares."""
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("KVTESTBED_CACHE", str(cache))
-    return cache
-
-
 @pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
 def test_gguf_features_we_lack_are_refused(tmp_path, private_cache, meta, names, message) -> None:
     with pytest.raises(UnsupportedModelError, match=message):
@@ -172,93 +159,89 @@ def test_gguf_truncated_to_1000_bytes(tmp_path, private_cache) -> None:
     assert "out of bounds" not in str(caught.value)
 
 
-def llama_cpp_divisors(theta: float, head_dim: int, factor: float) -> list[float]:
-    """rope_freqs.weight as llama.cpp's converter computes it for Llama 3 (its defaults: low_freq_factor 1,
-    high_freq_factor 4, original context 8192; float64, stored as float32)."""
-    out = []
-    for i in range(0, head_dim, 2):
-        wavelen = 2 * math.pi * theta ** (i / head_dim)
-        if wavelen < 8192 / 4:
-            out.append(1.0)
-        elif wavelen > 8192 / 1:
-            out.append(factor)
-        else:
-            smooth = (8192 / wavelen - 1) / (4 - 1)
-            out.append(1 / ((1 - smooth) / factor + smooth))
-    return np.array(out, dtype=np.float32).tolist()
+TINY_TENSORS = {  # a one-layer Llama: hidden 8, 2 heads, MLP 16, vocabulary 32
+    "token_embd.weight": (32, 8),
+    "output_norm.weight": (8,),
+    "blk.0.attn_norm.weight": (8,),
+    "blk.0.ffn_norm.weight": (8,),
+    "blk.0.attn_q.weight": (8, 8),
+    "blk.0.attn_k.weight": (8, 8),
+    "blk.0.attn_v.weight": (8, 8),
+    "blk.0.attn_output.weight": (8, 8),
+    "blk.0.ffn_gate.weight": (16, 8),
+    "blk.0.ffn_up.weight": (16, 8),
+    "blk.0.ffn_down.weight": (8, 16),
+}
 
 
-@pytest.mark.parametrize("factor", [8.0, 32.0])  # Llama 3.1 / 3.3 and Llama 3.2
-def test_llama3_read_back_from_llama_cpp_divisors(factor: float) -> None:
-    divisors = llama_cpp_divisors(5e5, 128, factor)
-    assert scaling_from_gguf({}, "llama", 131072, 5e5, 128, divisors) == Llama3(factor, 1.0, 4.0, 8192)
-    divisors[40] *= 1.01  # any other frequency factors: refused, never approximated
-    with pytest.raises(UnsupportedModelError, match="rope_freqs.weight is not Llama 3 rope scaling"):
-        scaling_from_gguf({}, "llama", 131072, 5e5, 128, divisors)
+def write_tiny_model_gguf(path: Path) -> Path:
+    """A complete, loadable float32 GGUF of seeded random weights (its tokenizer does not load: ids only)."""
+    import gguf
+
+    rng = np.random.default_rng(0)
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for add, value in [
+        (writer.add_block_count, 1),
+        (writer.add_embedding_length, 8),
+        (writer.add_head_count, 2),
+        (writer.add_head_count_kv, 2),
+        (writer.add_feed_forward_length, 16),
+        (writer.add_context_length, 64),
+        (writer.add_layer_norm_rms_eps, 1e-5),
+        (writer.add_token_list, [f"t{i}" for i in range(32)]),
+    ]:
+        add(value)
+    for name, shape in TINY_TENSORS.items():
+        writer.add_tensor(name, rng.standard_normal(shape).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
 
 
-def llama_as_gguf(path: Path, model: Any, rope: dict[str, Any], rope_freqs: list[float] | None) -> Path:
-    """A transformers Llama written as llama.cpp's converter writes it (float32, q/k rows permuted for its
-    RoPE), with RoPE metadata `rope` (after "llama.") and, given, a rope_freqs.weight tensor."""
-    c = model.config
-    meta = {
-        "block_count": c.num_hidden_layers,
-        "embedding_length": c.hidden_size,
-        "attention.head_count": c.num_attention_heads,
-        "attention.head_count_kv": c.num_key_value_heads,
-        "feed_forward_length": c.intermediate_size,
-        "context_length": c.max_position_embeddings,
-        "rope.freq_base": float(c.rope_parameters["rope_theta"]),
-        "attention.layer_norm_rms_epsilon": float(c.rms_norm_eps),
-        "vocab_size": c.vocab_size,
-    }
-    to_gguf = {hf: name for name, hf in _TOP_NAMES.items()}
-    for name, hf in _LAYER_NAMES.items():
-        to_gguf |= {f"model.layers.{i}.{hf}": f"blk.{i}.{name}" for i in range(c.num_hidden_layers)}
-    tensors = {}
-    for hf, tensor in model.state_dict().items():
-        a = tensor.numpy()
-        if hf.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = c.num_attention_heads if "q_proj" in hf else c.num_key_value_heads
-            a = a.reshape(heads, 2, a.shape[0] // heads // 2, *a.shape[1:]).swapaxes(1, 2).reshape(a.shape)
-        tensors[to_gguf[hf]] = np.ascontiguousarray(a)
-    if rope_freqs is not None:
-        tensors[ROPE_FREQS] = np.array(rope_freqs, dtype=np.float32)
-    return gguf_file(path, {f"llama.{k}": v for k, v in (meta | rope).items()}, tensors)
+def _converted(cache: Path) -> Path:
+    (folder,) = (cache / "gguf").iterdir()
+    return folder
 
 
-GGUF_SCALINGS = [
-    pytest.param(
-        SCALINGS["yarn"],
-        {
-            "rope.scaling.type": "yarn",
-            "rope.scaling.factor": 4.0,
-            "rope.scaling.original_context_length": 64,
-        },
-        False,
-        id="yarn metadata",
-    ),
-    pytest.param(
-        {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
-        | {"original_max_position_embeddings": 8192},
-        {},
-        True,
-        id="llama3 rope_freqs",
-    ),
-]
+def test_a_damaged_conversion_is_converted_again(tmp_path, monkeypatch, capsys) -> None:
+    """Zeroed bytes, a truncated file, a deleted file, a folder from before digests were recorded: each is
+    found by the digests recorded at conversion and converted again, with a notice; never served."""
+    import os
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KVTESTBED_CACHE", str(cache))
+    model = str(write_tiny_model_gguf(tmp_path / "tiny.gguf"))
+    expected = engine.load(model, device="cpu", cache_tokens=64).logits([1, 2, 3])
+    weights = _converted(cache) / "model.safetensors"
+    size = weights.stat().st_size
+
+    def zero_the_tail(f: Path) -> None:
+        with open(f, "r+b") as fh:
+            fh.seek(size - 512)
+            fh.write(bytes(256))
+
+    damages = [
+        (zero_the_tail, "holds a model.safetensors that differs from the one converted"),
+        (lambda f: os.truncate(f, size // 2), "holds a model.safetensors that differs"),
+        (lambda f: (f.parent / "config.json").unlink(), "lacks config.json"),
+        (lambda f: (f.parent / "source.json").write_text('{"gguf": "x"}'), "records no digests of its files"),
+    ]
+    for damage, notice in damages:
+        capsys.readouterr()
+        damage(weights)
+        again = engine.load(model, device="cpu", cache_tokens=64)
+        assert f"{_converted(cache)} {notice}" in capsys.readouterr().err
+        assert torch.equal(again.logits([1, 2, 3]), expected)
+        assert weights.stat().st_size == size
+    engine.load(model, device="cpu", cache_tokens=64)  # whole again: read, not converted
+    assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(("scaling", "rope", "freqs"), GGUF_SCALINGS)
-def test_gguf_rope_scaling_matches_transformers(tmp_path, private_cache, scaling, rope, freqs) -> None:
-    """A Llama GGUF with YaRN metadata, or with Llama 3's rope_freqs.weight, computes what transformers
-    computes with that scaling in config.json, over a 200-token prompt (YaRN's original window: 64)."""
-    ref = build_hf_model("llama", rope_scaling=dict(scaling), max_position_embeddings=16384 if freqs else 256)
-    divisors = llama_cpp_divisors(10000.0, 16, 8.0) if freqs else None
-    path = llama_as_gguf(tmp_path / "scaled.gguf", ref, rope, divisors)
-    ours = engine.load(str(path), device="cpu", cache_tokens=512)
-    expected_scaling = ModelConfig.from_hf(ref.config.to_dict()).rope_scaling
-    assert expected_scaling is not None and ours.config.rope_scaling == expected_scaling
-    ids = random_ids(200, 41)
-    with torch.no_grad():
-        expected = ref(torch.tensor([ids])).logits[0]
-    assert (ours.logits(ids) - expected).abs().max().item() <= 1e-4
+def test_a_cache_folder_that_cannot_be_written_is_one_line(tmp_path, monkeypatch) -> None:
+    model = str(write_tiny_model_gguf(tmp_path / "tiny.gguf"))
+    monkeypatch.setenv("KVTESTBED_CACHE", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(CacheFolderError, match=r"a-file/gguf cannot be written .*: set KVTESTBED_CACHE to a"):
+        engine.load(model, device="cpu", cache_tokens=64)

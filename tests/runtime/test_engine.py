@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.model.sampling import sample
+from engine.model.sampling import sample_rows
 
 QUESTION = [{"role": "user", "content": "Name three colours."}]
 
@@ -38,9 +38,9 @@ def test_seeded_sampling_is_reproducible(smollm2) -> None:
 
 def test_top_p_keeps_only_the_nucleus() -> None:
     logits = torch.log(torch.tensor([0.6, 0.3, 0.05, 0.05]))
-    draws = {sample(logits, 1.0, 0.8, torch.Generator().manual_seed(i)) for i in range(200)}
+    draws = {sample_rows(logits[None], [(1.0, 0.8, torch.Generator().manual_seed(i))])[0] for i in range(200)}
     assert draws == {0, 1}
-    assert sample(logits, 0.0, 1.0, None) == 0
+    assert sample_rows(logits[None], [(0.0, 1.0, None)]) == [0]
 
 
 def test_usage_and_timing_are_filled(smollm2) -> None:
@@ -64,3 +64,22 @@ def test_max_new_tokens_must_be_positive(smollm2, bad: int) -> None:
 
     with pytest.raises(InvalidArgumentError, match="max_new_tokens must be at least 1"):
         smollm2.generate("hi", max_new_tokens=bad)
+
+
+def test_a_stop_string_ends_the_text_the_stream_and_the_request_alike(smollm2) -> None:
+    """The text and the stream end before the stop string (nothing of it is ever sent); token_ids keep every
+    token the model generated, the last one completing the stop string, which `stop_string` names."""
+    pieces: list[str] = []
+    question = [{"role": "user", "content": "What is the capital of France?"}]
+    gen = smollm2.generate(question, max_new_tokens=30, stop="Paris", on_token=pieces.append, cache=False)
+    assert (gen.finish_reason, gen.stop_string) == ("stop", "Paris")
+    assert "".join(pieces) == gen.text == "The capital of France is "
+    assert smollm2.tokenizer.decode(gen.token_ids).endswith("Paris")
+
+
+def test_a_character_cut_by_the_length_limit_is_dropped(smollm2) -> None:
+    """Four tokens of a run of 4-byte emojis end inside the second one: the text keeps the whole first."""
+    ask = [{"role": "user", "content": "Reply with three emojis that show happiness, nothing else."}]
+    gen = smollm2.generate(ask, max_new_tokens=4, cache=False)
+    assert smollm2.tokenizer.decode(gen.token_ids).endswith("\ufffd")  # what a plain decode gives
+    assert gen.text == "🌟" and gen.finish_reason == "length"

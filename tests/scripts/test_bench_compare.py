@@ -71,6 +71,19 @@ def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
     assert got == pytest.approx({"ours/transformers decode @4096": 0.75, "window/gather decode @4096": 0.9})
 
 
+def test_batched_decode_is_compared_with_one_request(tmp_path: Path) -> None:
+    """8 requests taking 1.6x the time of one give 8 / 1.6 = 5x the output tokens per second."""
+    steps = [
+        record(1.0, case="decode_batch", impl="ours", batch=1, context=1024, output_tokens=32),
+        record(1.6, case="decode_batch", impl="ours", batch=8, context=1024, output_tokens=256),
+        record(2.0, case="prefill_batch", impl="batched/one by one", tokens=2048, ratio=0.97),
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
+    got = bench_compare.metrics(bench_compare.load_run(path))
+    assert got == pytest.approx({"batch cost 8 @1024": 0.2, "batched/one by one prefill 2048": 0.97})
+
+
 def test_no_regression_within_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     base = run_file(tmp_path, "baseline.json")
     current = run_file(tmp_path, "run.json", ours_prefill=1.2)  # +20% on two metrics

@@ -52,9 +52,10 @@ def test_gpu_dry_run_prints_every_step_within_eight_minutes(device: str, tmp_pat
 
 def test_cpu_runs_the_same_steps_with_smaller_shapes(tmp_path: Path) -> None:
     cpu, cuda = (device_check.steps(d, device_check.PLANS[d], tmp_path) for d in ("cpu", "cuda"))
-    assert [s.name for s in cpu] == ["tests", "bench-qwen2.5-0.5b", "layout"]
+    assert [s.name for s in cpu] == ["tests", "kernels", "bench-qwen2.5-0.5b", "layout"]
     assert cpu[0].argv[3:11] == cuda[0].argv[3:11] == device_check.TESTS
-    assert "--shapes" in cpu[1].argv and cpu[1].argv[cpu[1].argv.index("--shapes") + 1] == "smoke"
+    assert "--shapes" in cpu[2].argv and cpu[2].argv[cpu[2].argv.index("--shapes") + 1] == "smoke"
+    assert cpu[1].argv[-4:-2] == ["--length", "256"] and cuda[1].argv[-4:-2] == ["--length", "2048"]
 
 
 def test_an_absent_device_is_refused_in_one_line(tmp_path: Path, capsys) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from engine.errors import TraceError
 from engine.traces.formats import detect
-from engine.traces.load import load_trace
+from engine.traces.load import load_trace, load_traces
 from tests.traces.conversation import anthropic, chat, responses
 
 
@@ -34,7 +34,7 @@ def test_jsonl_with_envelopes(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n\n")
     first, second = load_trace(path)
     assert first.timestamp == 1796029200.0 and first.session == "s1"
-    assert second.timestamp == 1796029260.5 and second.session == "log"  # no session id: the file's name
+    assert second.timestamp == 1796029260.5 and second.session == str(path)  # no session id: the path
     assert first.model == "gpt-4.1"
 
 
@@ -54,7 +54,7 @@ def test_a_format_can_be_forced(tmp_path: Path) -> None:
         ('{"a": 1}\n{', "line 2 is not valid JSON"),
         (
             json.dumps([chat(), anthropic()]),
-            "request 2 looks like anthropic but request 1 on are openai-chat",
+            "request 2 looks like anthropic but request 1 looks like openai-chat",
         ),
         (
             json.dumps([chat(), {"messages": [{"role": "user", "content": 5}]}]),
@@ -73,3 +73,69 @@ def test_bad_traces_name_request_and_field(tmp_path: Path, content: str, message
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="does not exist"):
         load_trace(tmp_path / "nope.json")
+
+
+def test_two_files_of_one_name_are_two_sessions_and_one_file_twice_is_refused(tmp_path: Path) -> None:
+    for day in ("day1", "day2"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "trace.jsonl").write_text(json.dumps(chat()) + "\n")
+    day1, day2 = str(tmp_path / "day1" / "trace.jsonl"), str(tmp_path / "day2" / "trace.jsonl")
+    assert [r.session for r in load_traces([day1, day2])] == [day1, day2]
+    with pytest.raises(TraceError, match=r"trace .*day1/trace.jsonl is given twice: give each file once"):
+        load_traces([day1, day1])
+    other = str(tmp_path / "day2" / ".." / "day1" / "trace.jsonl")
+    with pytest.raises(TraceError, match=r"given twice \(as .*day1/trace.jsonl\)"):
+        load_traces([day1, other])
+    with pytest.raises(TraceError, match="example:anthropic is given twice"):
+        load_traces(["example:anthropic", "example:anthropic"])
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_times_are_refused(tmp_path: Path, value: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(f'{{"timestamp": {value}, "body": {json.dumps(chat())}}}\n')
+    with pytest.raises(TraceError, match=r"request 1: timestamp: expected a finite number of seconds"):
+        load_trace(path)
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_local_zone(tmp_path: Path, monkeypatch) -> None:
+    import time
+
+    path = tmp_path / "t.jsonl"
+    naive, offset = "2026-11-30T09:00:00", "2026-11-30T09:30:00+00:00"
+    path.write_text("\n".join(json.dumps({"timestamp": t, "body": chat()}) for t in (naive, offset)))
+    for zone in ("UTC", "America/New_York", "Asia/Tokyo"):
+        monkeypatch.setenv("TZ", zone)
+        time.tzset()
+        first, second = load_trace(path)
+        assert (first.timestamp, second.timestamp) == (1796029200.0, 1796031000.0), zone
+    monkeypatch.delenv("TZ")
+    time.tzset()
+
+
+def test_a_byte_order_mark_and_a_pretty_printed_request_are_read(tmp_path: Path) -> None:
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + json.dumps(chat()).encode() + b"\n" + json.dumps(chat()).encode())
+    assert len(load_trace(bom)) == 2
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(chat(), indent=2))
+    (req,) = load_trace(pretty)
+    assert req.model == "gpt-4.1" and len(req.messages) == 4
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(chat(), indent=2)[:-2])
+    with pytest.raises(
+        TraceError, match=r"neither as one request \(.*\) nor as one request per line \(line 1"
+    ):
+        load_trace(broken)
+
+
+def test_a_lone_surrogate_names_file_request_and_field(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    bad = json.dumps(
+        {"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": "a\ud800"}]}
+    )
+    path.write_text(json.dumps(chat()) + "\n" + bad + "\n")
+    with pytest.raises(
+        TraceError, match=r"t\.jsonl: request 2: messages\[1\]\.content: holds a lone surrogate '\\ud800' at"
+    ):
+        load_trace(path)

@@ -30,7 +30,7 @@ def test_todays_format_bare_message_lists_and_bodies(tmp_path) -> None:
     path.write_text(json.dumps([turns[1]["messages"], turns[2]]))
     bare, body = load_trace(path)
     assert bare.messages[2]["tool_calls"][0]["function"]["arguments"] == {"invoice": "INV-7"}
-    assert bare.tools is None and body.tools == turns[2]["tools"] and bare.session == "t"
+    assert bare.tools is None and body.tools == turns[2]["tools"] and bare.session == str(path)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from engine.bench.harness.replayer import Conversation, Replayer, Request, TurnR
 from engine.bench.reporting.replay_plots import plot_compaction, plot_cumulative
 from engine.bench.reporting.replay_report import summarize_turns, table, write_results
 from engine.bench.reporting.results import environment
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.reporting.stats import per_pass, spread
 from engine.bench.workloads.compaction_policies import (
     POLICIES,
@@ -233,5 +233,4 @@ def main(args: argparse.Namespace) -> int:
     print(*refusals, sep="\n")
     if partial:
         return interrupted(len(records), "turns", out)
-    print(f"results: {out}")
-    return 0
+    return written(out)

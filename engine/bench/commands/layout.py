@@ -20,7 +20,7 @@ from engine.bench.reporting.replay_report import (
     write_results,
 )
 from engine.bench.reporting.results import environment
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 from engine.cli import docs_link
@@ -145,5 +145,4 @@ def main(args: argparse.Namespace) -> int:
         print("(synthetic random weights: the timings are real, the replies are not)", file=sys.stderr)
     if partial:
         return interrupted(len(records), "turns", out)
-    print(f"results: {out}")
-    return 0
+    return written(out)

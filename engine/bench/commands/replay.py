@@ -24,16 +24,16 @@ from engine.bench.harness.trace_analysis import run_analysis
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
 from engine.bench.reporting.replay_report import summarize_turns, table, write_results
 from engine.bench.reporting.results import environment
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.cli import docs_link
 from engine.errors import TraceError
 from engine.traces.analysis import replies
 from engine.traces.formats import PARSERS
-from engine.traces.load import load_trace
+from engine.traces.load import load_traces
 from engine.traces.providers.registry import ALL, rule_names
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import interleave
-from engine.traces.shipped import EXAMPLES, trace_path
+from engine.traces.shipped import EXAMPLES
 
 TURN_COLUMNS = [
     "turn",
@@ -79,7 +79,7 @@ def register(commands: Any) -> None:
 
 def load_requests(args: argparse.Namespace) -> list[TraceRequest]:
     """Every request of every trace, in the order they were sent."""
-    return interleave([r for name in args.traces for r in load_trace(trace_path(name), args.format)])
+    return interleave(load_traces(args.traces, args.format))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -133,5 +133,4 @@ def replay(args: argparse.Namespace, trace: list[TraceRequest]) -> int:
     print(table(rows, TURN_COLUMNS))
     if partial:
         return interrupted(len(records), "turns", out)
-    print(f"results: {out}")
-    return 0
+    return written(out)

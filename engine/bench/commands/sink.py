@@ -20,7 +20,7 @@ from engine.arguments import float_flag, int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, markdown_text, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.workloads.sink_prompts import PROMPTS, load_prompt, variants
 from engine.cli import docs_link
 from engine.errors import PromptError
@@ -116,8 +116,7 @@ def run_sink(args: argparse.Namespace) -> int:
     plot(records, args, engine, out)
     if partial:
         return interrupted(len(records), "prompts", out)
-    print(f"results in {out}")
-    return 0
+    return written(out)
 
 
 def report(records: list[dict[str, Any]], args: argparse.Namespace, model: str) -> str:

@@ -20,7 +20,7 @@ from engine.arguments import int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.cli import docs_link
 from engine.inspect.attention import AttentionMaps
 from engine.prompts.chat import Message
@@ -92,7 +92,7 @@ def run_case(engine: Engine, messages: list[Message], max_new_tokens: int) -> di
     prompt = render_prompt(engine.tokenizer, messages, TOOLS)
     missing = [label for label in CALL_LABELS if label not in {r.label for r in prompt.regions}]
     assert not missing, f"call records without a region: {missing}"  # regions label message i "<role> #i"
-    full = engine.continue_greedily(prompt, max_new_tokens)
+    full = prompt.with_generated(engine.generate(prompt.token_ids, max_new_tokens, cache=False).token_ids)
     last = len(prompt.token_ids) - 1
     maps = engine.attention(full, rows=range(last, len(full.token_ids)))
     answer = full.token_ids[len(prompt.token_ids) :]
@@ -162,8 +162,7 @@ def run_status_attention(args: argparse.Namespace) -> int:
     plot(cases, engine, out)
     if partial:
         return interrupted(len(cases), "cases", out)
-    print(f"results in {out}")
-    return 0
+    return written(out)
 
 
 def report(cases: dict[str, dict[str, Any]], model: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.arguments import int_flag
 from engine.bench.args import add_bench_args, open_engine
-from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns, reply_tokens
+from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import (
     plot_cached_share,
     plot_cumulative,
@@ -18,14 +18,14 @@ from engine.bench.reporting.replay_plots import (
 )
 from engine.bench.reporting.replay_report import SUMMARY_COLUMNS, summarize_turns, table, write_results
 from engine.bench.reporting.results import environment, write_csv
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.reporting.stats import per_pass, spread
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
     Trajectory,
-    build_trajectory,
     call_message,
-    render_status,
+    sized_trajectory,
+    sizes,
     status_request,
 )
 from engine.bench.workloads.costs import (
@@ -38,7 +38,9 @@ from engine.cli import docs_link
 from engine.runtime.engine import Engine
 
 SWEEP_COLUMNS = [
+    "status_tokens_asked",
     "status_tokens",
+    "between_tokens_asked",
     "between_tokens",
     "updates",
     "passes",
@@ -74,10 +76,10 @@ def register(commands: Any) -> None:
         help="R: the agent's own tokens between two updates (its reply and call; default 60)",
     )
     p.add_argument(
-        "--sweep-status", type=int_flag(1), nargs="*", default=[64, 256], help="S values of the sweep"
+        "--sweep-status", type=int_flag(1), nargs="*", default=[128, 320], help="S values of the sweep"
     )
     p.add_argument(
-        "--sweep-between", type=int_flag(1), nargs="*", default=[16, 128], help="R values of the sweep"
+        "--sweep-between", type=int_flag(1), nargs="*", default=[64, 160], help="R values of the sweep"
     )
     p.add_argument(
         "--sweep-steps", type=int_flag(1), nargs="*", default=[4, 10], help="N values of the sweep"
@@ -97,20 +99,16 @@ def replay_status(
     return Replayer(engine, repeats, cold=False).run(convs, len(traj.calls), desc=desc)
 
 
-def sweep_point(engine: Engine, status: int, between: int, steps: int, repeats: int) -> dict[str, Any]:
+def sweep_point(engine: Engine, traj: Trajectory, asked: tuple[int, int], repeats: int) -> dict[str, Any]:
     """Measured sum-of-TTFT difference (append - replace), per pass, against the cost model with measured
-    c and alpha (min-max of the prediction over alpha's repeats)."""
-    traj = build_trajectory(engine.tokenizer, steps, status, between)
-    recs = replay_status(
-        engine, traj, ["status-replace", "status-append"], repeats, f"S={status} R={between} N={steps}"
-    )
+    c and alpha (min-max of the prediction over alpha's repeats). `asked`: the S and R the sweep asked for."""
+    steps = len(traj.calls)
+    s, r = sizes(engine, traj)
+    recs = replay_status(engine, traj, ["status-replace", "status-append"], repeats, f"S={s} R={r} N={steps}")
     total = {  # summed TTFT of each pass
         name: per_pass([r.ttft_passes_s for r in recs if r.conversation == name], sum)
         for name in ("status-replace", "status-append")
     }
-    s = len(engine.tokenizer(render_status(traj, steps // 2), add_special_tokens=False).input_ids)
-    last = status_request("status-replace", traj, 0)
-    r = len(reply_tokens(engine, last, call_message(traj, 0)))
     new = s + r + len(engine.tokenizer(traj.results[0], add_special_tokens=False).input_ids)
     append = [x for x in recs if x.conversation == "status-append"]
     context = max(engine.blocks.block_size, int(sum(x.cached_tokens for x in append) / len(append)))
@@ -128,6 +126,8 @@ def sweep_point(engine: Engine, status: int, between: int, steps: int, repeats: 
     )
     predicted = [predict(a) for a in costs.alphas]
     return {
+        "status_tokens_asked": asked[0],
+        "between_tokens_asked": asked[1],
         "status_tokens": s,
         "between_tokens": r,
         "updates": steps,
@@ -145,24 +145,28 @@ def sweep_point(engine: Engine, status: int, between: int, steps: int, repeats: 
         "break_even_between": break_even_between(s, steps, costs.alpha),
         "append_wins_measured": measured["median"] < 0,
         "append_wins_predicted": predict(costs.alpha) < 0,
-        "measured_sign_beyond_spread": measured["max"] < 0 or measured["min"] > 0,
+        # one pass has no spread to be beyond: no claim (None) rather than a sign from a single number
+        "measured_sign_beyond_spread": (measured["max"] < 0 or measured["min"] > 0)
+        if measured["n"] >= 2
+        else None,
     }
 
 
 def main(args: argparse.Namespace) -> int:
     engine = open_engine(args)
-    traj = build_trajectory(engine.tokenizer, args.steps, args.status_tokens, args.between_tokens)
+    traj = sized_trajectory(engine, args.steps, args.status_tokens, args.between_tokens)
+    points = list(itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps))
+    trajectories = [sized_trajectory(engine, n, s, r) for s, r, n in points]  # a size refused before any run
     records, partial = finished_turns(
         lambda: replay_status(engine, traj, list(STATUS_LAYOUTS), args.repeats, "statusbar")
     )
     if partial and not records:
         return interrupted(0, "turns", None)
     summary = summarize_turns(records, "status-replace")
-    points = list(itertools.product(args.sweep_status, args.sweep_between, args.sweep_steps))
     sweep: list[dict[str, Any]] = []
     try:
-        for s, r, n in points if not partial else []:
-            sweep.append(sweep_point(engine, s, r, n, args.repeats))
+        for (s, r, _n), point in zip(points if not partial else [], trajectories, strict=False):
+            sweep.append(sweep_point(engine, point, (s, r), args.repeats))
     except KeyboardInterrupt:  # keep the sweep points that finished
         partial = True
 
@@ -176,18 +180,25 @@ def main(args: argparse.Namespace) -> int:
         plot_sweep(sweep, out / "sweep.png", f"Replace vs append, measured vs model: {title}")
         write_csv(out / "sweep.csv", sweep)
     agree = sum(r["append_wins_measured"] == r["append_wins_predicted"] for r in sweep)
-    beyond = sum(r["measured_sign_beyond_spread"] for r in sweep)
+    beyond = sum(bool(r["measured_sign_beyond_spread"]) for r in sweep)
+    s_main, r_main = sizes(engine, traj)
     notes = [
-        f"Main run: N={args.steps} updates, S≈{args.status_tokens} status tokens, R≈{args.between_tokens} "
-        "agent tokens between updates; scripted tool calls, so every layout sees the same trajectory.",
+        f"Main run: N={args.steps} updates, S={s_main} status tokens (asked {args.status_tokens}), "
+        f"R={r_main} agent tokens between updates (asked {args.between_tokens}); scripted tool calls, so "
+        "every layout sees the same trajectory. S and R as the cost model takes them: the status at the "
+        "middle step; the agent's reply (its words and tool call) as the model emits it.",
         "",
         "Cost model: replace ≈ (N-1)(1-α)R, append ≈ αSN(N-1)/2 token-equivalents; α and the cost of a "
         "computed token c are measured per sweep point with the same new-token count and cached context "
         "(cached arm on the warm path, both arms back to back in each repeat).",
         f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points"
         + (f" ({len(points)} asked)" if len(sweep) < len(points) else "")
-        + f"; the measured sign is beyond the spread (min–max over passes all on one side of 0) in {beyond} "
-        "of them, the others are within noise.",
+        + (
+            f"; the measured sign is beyond the spread (min–max over passes all on one side of 0) in {beyond} "
+            "of them, the others are within noise."
+            if args.repeats >= 2
+            else "; with one pass per point no sign can be beyond the spread (pass --repeats 2 or more)."
+        ),
         "",
         table(sweep, SWEEP_COLUMNS) if sweep else "",
     ]
@@ -211,5 +222,4 @@ def main(args: argparse.Namespace) -> int:
         print(table(sweep, SWEEP_COLUMNS))
     if partial:
         return interrupted(len(records), f"turns and {len(sweep)} of {len(points)} sweep points", out)
-    print(f"results: {out}")
-    return 0
+    return written(out)

@@ -14,6 +14,7 @@ import torch
 
 from engine.approx.assembly import Segment, assemble, decode_greedy
 from engine.approx.fidelity import compare, last_hidden
+from engine.bench.reporting.run_folder import written
 from engine.devices import now
 from engine.runtime.engine import Engine
 
@@ -136,8 +137,7 @@ def finish(engine: Engine, out: Path, report: Sequence[str], printed: str) -> in
     print(printed)
     if engine.source.synthetic:
         print("(synthetic random weights: the timings are real, the answers are not)", file=sys.stderr)
-    print(f"results: {out}")
-    return 0
+    return written(out)
 
 
 def shown(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ request meets exactly the cache state a real agent would leave at that turn. Pas
 replies (the model's, scripted, or those another conversation's model wrote: `replies_from`); later
 passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
 
-TTFT is admission to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
+TTFT is arrival to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
 are timed apart (`render_s`, `tokenize_s`). Cold baselines run on an engine with its own KV pool over
 the same weights, so they never evict a block of the warm cache.
 """

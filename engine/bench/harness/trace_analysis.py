@@ -1,13 +1,15 @@
 """`bench replay --analyze`: a trace analyzed without a model forward, written out like every bench's results.
 
-Only the model's tokenizer, chat template, end-of-turn ids and cache geometry are used: no weights are
-loaded. The local cache gets the capacity a full replay on the same device would get (--cache-tokens /
---cache-gb, else the engine's default), so both report the same cached tokens.
+Only the model's tokenizer, chat template, end-of-turn ids, context length and cache geometry are used: no
+weights are loaded. The local cache gets the capacity a full replay gets (--cache-tokens / --cache-gb, else
+the engine's fixed default, whatever memory is free), so both report the same cached tokens; a request the
+model's context cannot hold, which a full replay refuses, is served nothing locally, marked, and counted.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from transformers import PreTrainedTokenizerBase
 
@@ -15,8 +17,8 @@ from engine.bench.args import chosen_model
 from engine.bench.reporting.replay_plots import plot_pressure, plot_rule_shares, plot_strip
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import run_environment
-from engine.bench.reporting.run_folder import check_out, model_slug, named_run_dir
-from engine.bench.reporting.trace_report import REQUEST_COLUMNS, rule_summary, write_trace_results
+from engine.bench.reporting.run_folder import check_out, model_slug, named_run_dir, written
+from engine.bench.reporting.trace_report import REQUEST_COLUMNS, WHY, rule_summary, write_trace_results
 from engine.devices import dtype_name, resolve_device, resolve_dtype
 from engine.errors import TokenizerMissingError
 from engine.kv.block_manager import BlockManager
@@ -45,12 +47,22 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
     device = resolve_device(args.device)
     dtype = resolve_dtype(args.dtype, device)
     num_blocks = KVCache.blocks_in_budget(  # sized, never allocated: no free-memory check
-        source.config, args.block_size, dtype, device, tokens=args.cache_tokens, gb=args.cache_gb
+        source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
     )
     blocks = BlockManager(num_blocks, args.block_size, f"{source.digest}:{dtype_name(dtype)}".encode())
     renderer = TraceRenderer(tokenizer, source.eos_ids)
-    analyzer = Analyzer(renderer, LocalRule(blocks), [HOSTED[n]() for n in rules if n != LOCAL])
+    context = source.config.max_position_embeddings
+    local = LocalRule(blocks, context=context)
+    analyzer = Analyzer(renderer, local, [HOSTED[n]() for n in rules if n != LOCAL])
     records = analyzer.run(requests, keep_ids=args.pressure)
+    over = sum(bool(r.served[LOCAL].why_none) for r in records)
+    if over:
+        print(
+            f"[{over} of {len(records)} requests do not fit the {context:,}-token context of "
+            f"{source.model_id}: a full replay refuses them; here the local cache serves them nothing "
+            "(see why_none)]",
+            file=sys.stderr,
+        )
     pressure = []
     if args.pressure:
         sizes = capacities(analyzer.prompts, args.block_size, args.cache_tokens)
@@ -58,7 +70,10 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
     name = requests[0].session if len({r.session for r in requests}) == 1 else f"{len(args.traces)}-traces"
     out = named_run_dir(args, f"replay-analyze-{name}-{model_slug(source.model_id)}")
     info = identity(source, dtype, device, args.block_size, num_blocks * args.block_size)
-    env = run_environment(info, "replay --analyze", args)
+    env = run_environment(info, "replay --analyze", args) | {
+        "context_tokens": context,
+        "over_context_requests": over,
+    }
     plot_rule_shares(
         records, rules, out / "cached_share_by_rule.png", f"Cached share so far, per cache rule: {name}"
     )
@@ -77,7 +92,9 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
         plots.append(("pressure.png", "hit rate against capacity, per eviction policy"))
     write_trace_results(out, f"Trace analysis: {name}", env, records, rules, pressure, plots)
     print(
-        table([r.row() for r in records], [*REQUEST_COLUMNS, *(f"{x}_cached" for x in rules if x != LOCAL)])
+        table(
+            [r.row() for r in records], [*REQUEST_COLUMNS, *(f"{x}_cached" for x in rules if x != LOCAL), WHY]
+        )
     )
     print(
         table(
@@ -85,5 +102,4 @@ def run_analysis(args: argparse.Namespace, requests: list[TraceRequest], rules: 
             ["rule", "cached_share", "written_tokens", "input_cost", "cost_vs_uncached"],
         )
     )
-    print(f"results: {out}")
-    return 0
+    return written(out)

@@ -13,7 +13,7 @@ from engine.bench.reporting.results import provenance, write_csv, write_json
 from engine.bench.reporting.stats import pass_ratios, per_pass, spread, verdict
 
 TTFT_MEANS = (
-    "TTFT is admission to the first sampled token (block lookup, prefill, first sample; device-synchronized); "
+    "TTFT is arrival to the first sampled token (block lookup, prefill, first sample; device-synchronized); "
     "rendering the chat template and tokenizing are excluded (recorded apart as `render_s`, `tokenize_s`)."
 )
 SUMMARY_COLUMNS = [

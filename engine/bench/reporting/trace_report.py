@@ -4,6 +4,7 @@ names, for the requests that lost the most reuse, what changed (region and text)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ REQUEST_COLUMNS = [
     "change_region",
     "change_context",
 ]
+WHY = "why_none"  # after the per-rule cached columns: which rules read nothing, and why
 WORST = 5
 PROXY_NOTE = (
     "Token counts use the local model's tokenizer: a proxy for each provider's own tokenizer. Costs "
@@ -48,6 +50,17 @@ def rule_summary(records: Sequence[AnalyzedRequest], rules: Sequence[str]) -> li
             }
         )
     return rows
+
+
+def why_none(records: Sequence[AnalyzedRequest], rules: Sequence[str]) -> list[str]:
+    """Per rule that read nothing on some requests: on how many, and why (each reason with its count)."""
+    lines = []
+    for rule in rules:
+        reasons = Counter(r.served[rule].why_none for r in records if r.served[rule].why_none)
+        if reasons:
+            why = ", ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
+            lines.append(f"- `{rule}` read nothing on {reasons.total()} of {len(records)} requests: {why}")
+    return lines
 
 
 def worst(records: Sequence[AnalyzedRequest], n: int = WORST) -> list[AnalyzedRequest]:
@@ -77,7 +90,13 @@ def write_trace_results(
         f"# {title}",
         "",
         f"- model (tokenizer and chat template): `{env['model']}`, block size {env['block_size']}, "
-        f"local cache {env['cache_tokens']} tokens",
+        f"local cache {env['cache_tokens']} tokens, context {env['context_tokens']:,} tokens"
+        + (
+            f" ({env['over_context_requests']} over it, which a full replay refuses: served nothing locally "
+            "here)"
+            if env.get("over_context_requests")
+            else ""
+        ),
         f"- commit `{env['commit']}`, {env['date']}",
         "",
         PROXY_NOTE,
@@ -95,11 +114,12 @@ def write_trace_results(
         for r in bad
     ]
     lines += [] if bad else ["- nothing: every request extends the previous one and its reply"]
+    lines += why_none(records, rules)
     lines += [
         "",
         "## Per request",
         "",
-        table(rows, REQUEST_COLUMNS + [f"{x}_cached" for x in rules if x != "local"]),
+        table(rows, REQUEST_COLUMNS + [f"{x}_cached" for x in rules if x != "local"] + [WHY]),
     ]
     if pressure:
         lines += [

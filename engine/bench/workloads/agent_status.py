@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.bench.harness.replayer import Request
+from engine.bench.harness.replayer import Request, reply_tokens
 from engine.bench.workloads.sizing import lines_until
+from engine.errors import InvalidArgumentError
 from engine.prompts.chat import Message
+from engine.runtime.engine import Engine
 
 CALL_LIMIT = 3
 TOOLS = [
@@ -35,20 +37,22 @@ SYSTEM = (
 class Trajectory:
     task: str
     calls: list[tuple[str, str]]  # (tool, target) per step
-    thoughts: list[str]  # the assistant's words before each call: sized to R tokens
+    thoughts: list[str]  # the assistant's words before each call: sized so that a reply is about R tokens
     results: list[str]
-    todo: list[str]  # sized so that a status is about S tokens
+    todo: list[str]  # sized so that the status at the middle step is about S tokens
 
 
 def build_trajectory(
-    tokenizer: PreTrainedTokenizerBase, steps: int, status_tokens: int, reply_tokens: int
+    tokenizer: PreTrainedTokenizerBase, steps: int, status_tokens: int, thought_tokens: int
 ) -> Trajectory:
+    """N scripted steps: a status of at least `status_tokens` tokens at the middle step (where the cost model
+    measures S; 0: an empty TODO list), and before each call a thought of at least `thought_tokens`."""
     calls = [TOOLS[i % len(TOOLS)] for i in range(steps)]
     thoughts = [
         " ".join(
             lines_until(
                 tokenizer,
-                reply_tokens,
+                thought_tokens,
                 lambda i, t=t: f"step {t + 1}.{i + 1}: checking the plan against the status",
             )
         )
@@ -62,10 +66,36 @@ def build_trajectory(
         tokenizer,
         status_tokens,
         lambda i: f"confirm agenda item {i + 1} with Dana",
-        lambda items: render_status(Trajectory("", calls, thoughts, results, items), 0),
+        lambda items: render_status(Trajectory("", calls, thoughts, results, items), steps // 2),
     )
     task = "Set up a 30-minute meeting with Dana Reyes this week and confirm it by email."
     return Trajectory(task, calls, thoughts, results, todo)
+
+
+def sized_trajectory(engine: Engine, steps: int, status_tokens: int, between_tokens: int) -> Trajectory:
+    """A trajectory of N = `steps` updates whose S and R, measured as the cost model measures them (`sizes`),
+    are the sizes asked (at most one TODO line or thought line more); a size below what the trajectory's
+    fixed text takes alone (the counts and constraint lines; the tool call) is refused, naming the least."""
+    least_s, least_r = sizes(engine, build_trajectory(engine.tokenizer, steps, 0, 0))
+    for name, asked, least, what in (
+        ("S", status_tokens, least_s, f"a status with an empty TODO list, at N={steps} updates"),
+        ("R", between_tokens, least_r, "a reply that is only its tool call"),
+    ):
+        if asked < least:
+            raise InvalidArgumentError(
+                f"{name}={asked} tokens is less than this trajectory can be: {what} takes {least}; "
+                f"give {name} of at least {least}"
+            )
+    return build_trajectory(engine.tokenizer, steps, status_tokens, between_tokens - least_r)
+
+
+def sizes(engine: Engine, traj: Trajectory) -> tuple[int, int]:
+    """(S, R) of a trajectory as the cost model takes them: the tokens of the status at the middle step, and
+    of the first reply (its thought and tool call) as the model emits it."""
+    mid = len(traj.calls) // 2
+    s = len(engine.tokenizer(render_status(traj, mid), add_special_tokens=False).input_ids)
+    r = len(reply_tokens(engine, status_request("status-replace", traj, 0), call_message(traj, 0)))
+    return s, r
 
 
 def render_status(traj: Trajectory, step: int) -> str:

@@ -130,8 +130,34 @@ def build_scenario(
     )
     policies = "You are the support agent of an online shop. Follow these policies:\n" + "\n".join(numbered)
     tools = [_tool(n, d, rng) for n, d in rng.sample(TOOL_NAMES, sizes["tools"])]
+    out = _turns(tokenizer, tools, turns or sizes["turns"], sizes["result_tokens"], rng)
+    return Scenario(policies, tools, out, sizes["reply_tokens"], seed)
+
+
+def another_agent(
+    tokenizer: PreTrainedTokenizerBase, sc: Scenario, seed: int, scale: str = "small"
+) -> Scenario:
+    """The same policies and tools (a fleet's shared prefix), with its own seeded tasks, results and times."""
+    sizes = SCALES[scale]
+    rng = random.Random(f"agent {seed}")
+    return Scenario(
+        sc.policies,
+        sc.tools,
+        _turns(tokenizer, sc.tools, len(sc.turns), sizes["result_tokens"], rng),
+        sc.reply_tokens,
+        seed,
+    )
+
+
+def _turns(
+    tokenizer: PreTrainedTokenizerBase,
+    tools: list[dict[str, Any]],
+    n: int,
+    result_tokens: int,
+    rng: random.Random,
+) -> list[Turn]:
     out: list[Turn] = []
-    for t in range(turns or sizes["turns"]):
+    for t in range(n):
         order = rng.randint(10000, 99999)
         tool = rng.choice(tools)["function"]["name"]
         arguments = {"order_id": str(order)}
@@ -140,7 +166,7 @@ def build_scenario(
             "content": "",
             "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": arguments}}],
         }
-        result = lines_until(tokenizer, sizes["result_tokens"], lambda i, o=order: _result_line(rng, o, i))
+        result = lines_until(tokenizer, result_tokens, lambda i, o=order: _result_line(rng, o, i))
         task = rng.choice(TASKS).format(n=order)
         outcome = rng.choice(["on its way", "ready", "done"])
         out.append(
@@ -153,4 +179,4 @@ def build_scenario(
                 credits=500 - 7 * t,
             )
         )
-    return Scenario(policies, tools, out, sizes["reply_tokens"], seed)
+    return out

@@ -57,10 +57,11 @@ class AnthropicRule:
         marks = [(pos, ttl) for pos, ttl in prompt.breakpoints if pos >= minimum]
         looked = {pos: sorted({*[e for e in ends if e < pos][-LOOKBACK_BLOCKS:], pos}) for pos, _ in marks}
         hashes = prefix_hashes(list(prompt.token_ids), [p for ps in looked.values() for p in ps])
-        read = 0
+        read, expired = 0, False
         for pos, _ in marks:  # the longest live entry any breakpoint's lookback reaches
             for p in sorted(looked[pos], reverse=True):
                 entry = self.entries.get(hashes[p])
+                expired |= p >= minimum and entry is not None and entry[0] < now
                 if p >= minimum and entry is not None and entry[0] >= now:
                     read = max(read, p)
                     self.entries[hashes[p]] = (now + entry[1], entry[1])  # a hit refreshes the TTL
@@ -72,4 +73,14 @@ class AnthropicRule:
                 written = pos - read
             if pos > read:
                 self.entries[hashes[pos]] = (now + ttl, ttl)
-        return Served(read, written, priced(len(prompt.token_ids), read, READ_PRICE, written, write_cost))
+        cost = priced(len(prompt.token_ids), read, READ_PRICE, written, write_cost)
+        return Served(read, written, cost, "" if read else _why_none(prompt, marks, minimum, expired))
+
+
+def _why_none(prompt: RulePrompt, marks: list[tuple[int, float]], minimum: int | float, expired: bool) -> str:
+    """Why nothing was read: no breakpoint, none past the model's minimum, an expired entry, or a first write."""
+    if not prompt.breakpoints:
+        return "no cache_control breakpoint"
+    if not marks:
+        return f"breakpoints under the {minimum:,}-token minimum"
+    return "expired" if expired else "first write at its breakpoints"

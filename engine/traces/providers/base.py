@@ -30,6 +30,7 @@ class Served:
     cached_tokens: int  # read from the cache
     written_tokens: int = 0  # billed as cache writes (only where a provider bills writes apart)
     input_cost: float | None = None  # base-input-token equivalents; None where there is no price (local)
+    why_none: str = ""  # when nothing was read: why (under a minimum, expired, no breakpoint, refused, ...)
 
 
 class CacheRule(Protocol):
@@ -51,3 +52,17 @@ def priced(
 ) -> float:
     """Input cost: uncached tokens at 1, cached at `read_price`, written tokens costed in `write_cost`."""
     return prompt_tokens - cached - written + cached * read_price + write_cost
+
+
+def unit_miss(matched: int, minimum: int | float, prompt_tokens: int, expired: bool, unit: int) -> str:
+    """Why a prefix-unit rule with a minimum served nothing: the prompt or the match under the minimum, the
+    matching prefix expired, or nothing stored matches the first unit ("" when it served the match)."""
+    if matched >= minimum and matched:
+        return ""
+    if prompt_tokens < minimum:
+        return f"prompt under the {minimum:,}-token minimum"
+    if matched:
+        return f"{matched:,}-token match under the {minimum:,}-token minimum"
+    if expired:
+        return "expired"
+    return f"first {unit} tokens not cached"

@@ -9,7 +9,7 @@ units" at the end of each user input and model output instead; this rule keeps t
 
 from __future__ import annotations
 
-from engine.traces.providers.base import RulePrompt, Served, priced
+from engine.traces.providers.base import RulePrompt, Served, priced, unit_miss
 from engine.traces.providers.prefix_units import UnitPrefixCache
 
 UNIT = 64
@@ -24,4 +24,5 @@ class DeepSeekRule:
 
     def serve(self, prompt: RulePrompt) -> Served:
         cached = self.cache.serve(prompt.token_ids, prompt.time_s)
-        return Served(cached, 0, priced(len(prompt.token_ids), cached, READ_PRICE))
+        why = unit_miss(cached, UNIT, len(prompt.token_ids), self.cache.expired, UNIT)
+        return Served(cached, 0, priced(len(prompt.token_ids), cached, READ_PRICE), why)

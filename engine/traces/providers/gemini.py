@@ -10,7 +10,7 @@ matched here token by token (found through 64-token units), never expiring: an u
 
 from __future__ import annotations
 
-from engine.traces.providers.base import RulePrompt, Served, per_model, priced
+from engine.traces.providers.base import RulePrompt, Served, per_model, priced, unit_miss
 from engine.traces.providers.prefix_units import UnitPrefixCache
 
 MIN_TOKENS: dict[str, int | float] = {"gemini-2.5": 2048, "gemini-3": 4096, "gemini-4": 4096}
@@ -27,5 +27,7 @@ class GeminiRule:
 
     def serve(self, prompt: RulePrompt) -> Served:
         matched = self.cache.serve(prompt.token_ids, prompt.time_s)
-        cached = matched if matched >= per_model(MIN_TOKENS, prompt.model, DEFAULT_MODEL) else 0
-        return Served(cached, 0, priced(len(prompt.token_ids), cached, READ_PRICE))
+        minimum = per_model(MIN_TOKENS, prompt.model, DEFAULT_MODEL)
+        cached = matched if matched >= minimum else 0
+        why = unit_miss(matched, minimum, len(prompt.token_ids), self.cache.expired, LOOKUP_UNIT)
+        return Served(cached, 0, priced(len(prompt.token_ids), cached, READ_PRICE), why)

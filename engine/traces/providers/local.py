@@ -4,7 +4,9 @@ capacity, LRU eviction), driven the way a replay drives it, without a model.
 Per request, as `Engine.generate` does: the prompt's cached full blocks are matched (never its last token),
 blocks are taken for the rest (evicting as the cache's policy says), the prompt's full blocks are
 published; then the reply's tokens after it are published as decoding them would have (as the replay
-teacher-forces them). No price: the engine's cost is the computed tokens.
+teacher-forces them). No price: the engine's cost is the computed tokens. A request the model's context
+cannot hold (its prompt plus one new token, or plus its reply) is refused as a replay refuses it: nothing
+served, nothing stored.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from engine.traces.providers.base import RulePrompt, Served
 class LocalRule:
     name = "local"
 
-    def __init__(self, blocks: BlockManager, salt: str = "") -> None:
-        self.blocks, self.salt = blocks, salt
+    def __init__(self, blocks: BlockManager, salt: str = "", context: int | None = None) -> None:
+        self.blocks, self.salt, self.context = blocks, salt, context
 
     def _prefill(self, ids: list[int]) -> int:
         """Admit, fill and publish `ids` as one request; the number of tokens served from cache."""
         seq = SequenceState(ids, salt=self.salt)
-        self.blocks.admit(seq, len(ids) + 1)
+        self.blocks.admit(seq)
         try:
             self.blocks.grow(seq, len(ids))
             seq.num_kv = len(ids)
@@ -34,6 +36,9 @@ class LocalRule:
 
     def serve(self, prompt: RulePrompt) -> Served:
         ids = list(prompt.token_ids)
+        need = len(ids) + max(1, len(prompt.reply_ids))  # what the replay's generate calls check
+        if self.context is not None and need > self.context:
+            return Served(0, why_none=f"refused: needs {need:,} tokens, over the model's {self.context:,}")
         cached = self._prefill(ids)
         if len(prompt.reply_ids) > 1:  # the reply's blocks, as decoding it publishes them
             self._prefill(ids + list(prompt.reply_ids[:-1]))

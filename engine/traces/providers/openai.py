@@ -10,7 +10,7 @@ hash of the first ~256 tokens; a cache that spills to another machine misses, wh
 
 from __future__ import annotations
 
-from engine.traces.providers.base import RulePrompt, Served, per_model, priced
+from engine.traces.providers.base import RulePrompt, Served, per_model, priced, unit_miss
 from engine.traces.providers.prefix_units import UnitPrefixCache
 
 MIN_TOKENS = 1024
@@ -30,4 +30,5 @@ class OpenAIRule:
         matched = self.cache.serve(prompt.token_ids, prompt.time_s)
         cached = matched if matched >= MIN_TOKENS else 0
         read = per_model(READ_PRICE, prompt.model, DEFAULT_MODEL)
-        return Served(cached, 0, priced(len(prompt.token_ids), cached, read))
+        why = unit_miss(matched, MIN_TOKENS, len(prompt.token_ids), self.cache.expired, INCREMENT)
+        return Served(cached, 0, priced(len(prompt.token_ids), cached, read), why)

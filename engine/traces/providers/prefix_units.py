@@ -19,6 +19,7 @@ class UnitPrefixCache:
         # unit chain hash -> the prompt that last stored it (for `exact`)
         self.owner: dict[bytes, Sequence[int]] = {}
         self.previous: tuple[Sequence[int], list[bytes]] = ((), [])  # the last prompt and its unit hashes
+        self.expired = False  # whether the unit the last `serve` stopped at had been stored, and expired
 
     def _hashes(self, ids: Sequence[int]) -> list[bytes]:
         """Chained hashes of the full units of `ids`, those of the units it shares with the previous prompt
@@ -39,6 +40,7 @@ class UnitPrefixCache:
         """Tokens of `ids` matched from token 0 (then `ids` is stored, its units refreshed)."""
         hashes = self._hashes(ids)
         units = next((i for i, h in enumerate(hashes) if not self._alive(h, now)), len(hashes))
+        self.expired = units < len(hashes) and hashes[units] in self.last_used
         matched = units * self.unit
         if self.exact and units:
             other = self.owner[hashes[units - 1]]

@@ -58,7 +58,7 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -
     assert all(len(t["ttft_passes_s"]) == 2 and t["passes"] == 2 for t in data["turns"])
     assert "stable-first" in proc.stdout and "ttft_ratio [min–max]" in proc.stdout
     report = (out / "report.md").read_text()
-    assert "admission to the first sampled token" in report and "by more than the spread" in report
+    assert "arrival to the first sampled token" in report and "by more than the spread" in report
 
 
 def test_own_replies_are_named_confounded() -> None:

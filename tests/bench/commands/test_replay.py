@@ -10,10 +10,12 @@ import sys
 import pytest
 
 import engine
+from engine import devices
 from engine.bench.__main__ import main
 from engine.bench.harness.replayer import Conversation, Replayer, Request
-from engine.errors import CacheCapacityError, TraceError
+from engine.errors import CacheCapacityError, ContextOverflowError, TraceError
 from engine.kv import pool as kv_cache
+from engine.kv.pool import DEFAULT_CACHE_TOKENS
 from engine.traces.analysis import replies
 from engine.traces.load import load_trace
 from engine.traces.shipped import EXAMPLES
@@ -133,7 +135,7 @@ def test_analyze_several_sessions_under_pressure(tiny_dir, tmp_path) -> None:
     args = ["replay", "example:openai-chat", str(billing), "--analyze", "--pressure", "--rules", "openai"]
     assert main([*args, "--model", model, "--out", str(out), "--cache-tokens", "4096"]) == 0
     data = json.loads((out / "analysis.json").read_text())
-    assert {r["conversation"] for r in data["requests"]} == {"fix-date-parser", "billing"}
+    assert {r["conversation"] for r in data["requests"]} == {"fix-date-parser", str(billing)}
     assert {p["policy"] for p in data["pressure"]} == {"lru", "fewest-reuses"}
     assert max(p["cache_tokens"] for p in data["pressure"]) == 4096 and (out / "pressure.png").exists()
 
@@ -153,3 +155,88 @@ def test_refusals(tiny_dir, tmp_path, argv: list[str], message: str) -> None:
     argv = [str(billing) if a == "BILLING" else a for a in argv]
     with pytest.raises(TraceError, match=message):
         main(["replay", *argv, "--model", str(tiny_dir("qwen2", tokenizer=True))])
+
+
+def test_a_session_id_never_writes_outside_results(tiny_dir, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    trace = tmp_path / "t.jsonl"
+    hello = {"messages": [{"role": "user", "content": "hello"}]}
+    trace.write_text(json.dumps({"session_id": "../../../../tmp/escaped", "body": hello}) + "\n")
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    assert main(["replay", str(trace), "--analyze", "--rules", "local", "--model", model]) == 0
+    (run,) = (tmp_path / "results").iterdir()
+    assert run.name.startswith("replay-analyze_tmp_escaped-") and (run / "report.md").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "t.jsonl"]
+
+
+def test_two_files_of_one_name_are_two_sessions(tiny_dir, tmp_path) -> None:
+    """day1/trace.jsonl and day2/trace.jsonl: day 2's first request is its session's turn 1, not a changed
+    system prompt in day 1's session."""
+    turns = trace_turns()
+    for day in ("day1", "day2"):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "trace.jsonl").write_text("\n".join(json.dumps(t) for t in turns[:2]) + "\n")
+    days = [str(tmp_path / day / "trace.jsonl") for day in ("day1", "day2")]
+    out, model = tmp_path / "out", str(tiny_dir("qwen2", tokenizer=True))
+    assert main(["replay", *days, "--analyze", "--rules", "local", "--model", model, "--out", str(out)]) == 0
+    rows = json.loads((out / "analysis.json").read_text())["requests"]
+    assert [(r["conversation"], r["turn"]) for r in rows] == [
+        (days[0], 1),
+        (days[1], 1),
+        (days[0], 2),
+        (days[1], 2),
+    ]
+    assert rows[1]["first_change"] == -1 and rows[1]["cached_tokens"] > 0  # served from day 1's blocks
+    with pytest.raises(TraceError, match="is given twice"):
+        main(["replay", days[0], days[0], "--analyze", "--model", model, "--out", str(tmp_path / "twice")])
+
+
+def test_analyze_sizes_the_cache_a_full_replay_gets_whatever_memory_is_free(
+    tiny_dir, tmp_path, monkeypatch
+) -> None:
+    """Two runs of one command, with 8 GiB and then 1 GiB free: one default capacity, the engine's own."""
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    sizes = []
+    for free in (8 << 30, 1 << 30):
+        for module in (devices, kv_cache):
+            monkeypatch.setattr(module, "free_memory", lambda device, free=free: (free, "test memory"))
+        out = tmp_path / f"free-{free}"
+        main(
+            [
+                "replay",
+                "example:anthropic",
+                "--analyze",
+                "--rules",
+                "local",
+                "--model",
+                model,
+                "--out",
+                str(out),
+            ]
+        )
+        sizes.append(json.loads((out / "analysis.json").read_text())["environment"]["cache_tokens"])
+        assert engine.load(model, device="cpu").info["cache_tokens"] == sizes[-1]  # what a full replay gets
+    assert sizes == [DEFAULT_CACHE_TOKENS] * 2
+
+
+def test_analyze_counts_and_marks_requests_over_the_context(tiny_dir, tmp_path, capsys) -> None:
+    """The tiny model's context is 8,192 tokens: a full replay refuses the long request, the analysis marks
+    it, serves it nothing locally and counts it."""
+    long = {"messages": [{"role": "user", "content": " ".join(["word"] * 9000)}]}
+    short = {"messages": [{"role": "user", "content": "hello"}]}
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(b) for b in (long, short)) + "\n")
+    model, out = str(tiny_dir("qwen2", tokenizer=True)), tmp_path / "out"
+    assert (
+        main(["replay", str(trace), "--analyze", "--rules", "local", "--model", model, "--out", str(out)])
+        == 0
+    )
+    assert "1 of 2 requests do not fit the 8,192-token context" in capsys.readouterr().err
+    data = json.loads((out / "analysis.json").read_text())
+    assert data["environment"]["over_context_requests"] == 1
+    first, second = data["requests"]
+    assert first["local_why_none"].startswith("refused: needs 9,") and first["cached_tokens"] == 0
+    assert second["local_why_none"] == ""
+    assert "1 over it, which a full replay refuses" in (out / "report.md").read_text()
+    with pytest.raises(ContextOverflowError, match="exceeds the model's context of 8192 tokens"):
+        main(["replay", str(trace), "--model", model, "--repeats", "1", "--out", str(tmp_path / "full")])

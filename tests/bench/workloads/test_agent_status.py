@@ -7,13 +7,14 @@ import math
 import pytest
 
 import engine
-from engine.bench.commands.statusbar import replay_status
+from engine.bench.commands.statusbar import replay_status, sweep_point
 from engine.bench.harness.replayer import reply_tokens
 from engine.bench.workloads.agent_status import (
     STATUS_LAYOUTS,
-    build_trajectory,
     call_message,
     render_status,
+    sized_trajectory,
+    sizes,
     status_request,
 )
 from engine.bench.workloads.costs import (
@@ -22,6 +23,7 @@ from engine.bench.workloads.costs import (
     measure_token_costs,
     replace_extra_tokens,
 )
+from engine.errors import InvalidArgumentError
 
 BS = 16
 
@@ -29,14 +31,15 @@ BS = 16
 @pytest.fixture(scope="module")
 def run(tiny_dir):
     e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 14)
-    traj = build_trajectory(e.tokenizer, steps=6, status_tokens=120, reply_tokens=40)
+    traj = sized_trajectory(e, steps=6, status_tokens=150, between_tokens=60)
     records = replay_status(e, traj, list(STATUS_LAYOUTS), repeats=1, desc="test")
     return e, traj, {name: [r for r in records if r.conversation == name] for name in STATUS_LAYOUTS}
 
 
 def test_status_is_sized_and_counts_calls(run) -> None:
     e, traj, _ = run
-    assert len(e.tokenizer(render_status(traj, 0)).input_ids) >= 120
+    s, r = sizes(e, traj)  # as asked, give or take one TODO line or thought line
+    assert 150 <= s < 150 + 12 and 60 <= r < 60 + 14
     last = render_status(traj, 6)
     assert "phone_call(+1-555-0100) 2" in last and "calls to phone_call: 2/3" in last
     assert render_status(traj, 0).startswith("<agent_status>") and "[x]" in last
@@ -81,3 +84,23 @@ def test_token_costs_are_measured(run) -> None:
     costs = measure_token_costs(e, context=256, new=64, repeats=2)
     assert costs.c > 0 and len(costs.alphas) == 2 and all(math.isfinite(a) for a in costs.alphas)
     assert min(costs.alphas) <= costs.alpha <= max(costs.alphas)
+
+
+def test_sizes_below_the_fixed_text_are_refused_not_raised(run) -> None:
+    """S or R under what the trajectory's counts and tool call take alone would silently come out larger."""
+    e, _, _ = run
+    with pytest.raises(
+        InvalidArgumentError, match=r"S=64 tokens is less than this trajectory can be: a status"
+    ):
+        sized_trajectory(e, steps=10, status_tokens=64, between_tokens=60)
+    with pytest.raises(
+        InvalidArgumentError, match=r"R=16 tokens .* a reply that is only its tool call takes"
+    ):
+        sized_trajectory(e, steps=4, status_tokens=150, between_tokens=16)
+
+
+def test_one_pass_claims_no_sign_beyond_the_spread(run) -> None:
+    e, _, _ = run
+    point = sweep_point(e, sized_trajectory(e, 4, 150, 60), (150, 60), repeats=1)
+    assert point["passes"] == 1 and point["measured_sign_beyond_spread"] is None
+    assert point["status_tokens_asked"] == 150 and point["status_tokens"] >= 150

@@ -98,3 +98,12 @@ def test_two_breakpoints_write_in_segments() -> None:
         prompt(30, [12, 30], t=1)
     )  # the system-prompt breakpoint reads, the moving one writes
     assert (served.cached_tokens, served.written_tokens) == (1200, 1800)
+
+
+def test_a_zero_says_why() -> None:
+    rule = AnthropicRule()
+    assert rule.serve(prompt(12, [])).why_none == "no cache_control breakpoint"
+    assert rule.serve(prompt(8, [8])).why_none == "breakpoints under the 1,024-token minimum"
+    assert rule.serve(prompt(12, [12], t=1)).why_none == "first write at its breakpoints"
+    assert rule.serve(prompt(12, [12], t=2)).why_none == ""  # read
+    assert rule.serve(prompt(12, [12], t=2 + FIVE_MINUTES + 1)).why_none == "expired"

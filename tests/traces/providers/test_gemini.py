@@ -29,3 +29,11 @@ def test_match_is_token_exact_past_the_last_whole_unit() -> None:
     rule.serve(RulePrompt(ids, 0.0))
     served = rule.serve(RulePrompt(ids[:2100] + [-1] * 50, 1.0))
     assert served.cached_tokens == 2100 and served.input_cost == pytest.approx(2150 - 2100 * 0.9)
+
+
+def test_a_zero_says_why() -> None:
+    rule, ids = GeminiRule(), list(range(3000))
+    assert rule.serve(RulePrompt(ids[:2000], 0.0)).why_none == "prompt under the 2,048-token minimum"
+    assert rule.serve(RulePrompt(ids, 1.0)).why_none == "2,000-token match under the 2,048-token minimum"
+    assert rule.serve(RulePrompt([-1, *ids], 2.0)).why_none == "first 64 tokens not cached"
+    assert rule.serve(RulePrompt(ids, 3.0)).why_none == ""

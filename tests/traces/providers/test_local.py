@@ -34,3 +34,17 @@ def test_capacity_evicts_least_recently_used() -> None:
     r.serve(RulePrompt(b, 1.0))  # needs 7 blocks: evicts a's, deepest first (a prefix is released last)
     assert r.blocks.stats.evictions == 5
     assert r.serve(RulePrompt(a, 2.0)).cached_tokens == 16  # only a's first block survived
+
+
+def test_a_request_over_the_context_is_refused_as_a_replay_refuses_it() -> None:
+    """A replay checks prompt + 1 new token, then prompt + reply, against the context: nothing is served or
+    stored for a request either check refuses."""
+    r = LocalRule(BlockManager(64, 16, b"test"), context=100)
+    ids = list(range(99))
+    assert r.serve(RulePrompt(ids, 0.0)).why_none == ""  # 99 + 1 fits
+    refused = r.serve(RulePrompt(ids, 1.0, reply_ids=[7, 8]))  # 99 + a 2-token reply does not
+    assert (
+        refused.cached_tokens == 0 and refused.why_none == "refused: needs 101 tokens, over the model's 100"
+    )
+    assert r.serve(RulePrompt(list(range(100)), 2.0)).why_none.startswith("refused: needs 101 tokens")
+    assert r.serve(RulePrompt(ids, 3.0)).cached_tokens == 96  # the refused requests stored nothing new

@@ -40,3 +40,14 @@ def test_a_changed_token_stops_the_match_at_its_increment() -> None:
 def test_cached_input_is_priced_per_model(model: str, price: float) -> None:
     second = twice(2048, model=model)[1]
     assert second.input_cost == pytest.approx(1 + 2048 * price) and second.written_tokens == 0
+
+
+def test_a_zero_says_why() -> None:
+    assert twice(1000)[1].why_none == "prompt under the 1,024-token minimum"
+    assert twice(2048, gap_s=301.0)[1].why_none == "expired"
+    assert twice(2048)[0].why_none == "first 128 tokens not cached"
+    assert twice(2048)[1].why_none == ""
+    rule, ids = OpenAIRule(), list(range(3000))
+    rule.serve(RulePrompt(ids, 0.0))
+    changed = ids[:800] + [-1] + ids[801:]
+    assert rule.serve(RulePrompt(changed, 1.0)).why_none == "768-token match under the 1,024-token minimum"

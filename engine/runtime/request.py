@@ -1,0 +1,179 @@
+"""`Request`: one generation request as the scheduler and the engine step see it: its tokens and blocks, how it
+samples and stops, where its K/V live, and when each thing happened to it.
+
+Invariants:
+- `seq.token_ids` is the prompt and the tokens generated so far; positions [0, seq.num_kv) have K/V, so the
+  next step computes `pending` tokens (the rest of the prompt, or the last sampled token) and samples when it
+  reaches the end;
+- a pool-backed request (`private` False) holds blocks only while RUNNING; a private one keeps its K/V in its
+  own window only and never touches the pool (cache off, or an approximate assembly);
+- `text` is what the request has given out: whole characters, never past the start of a stop string.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.arguments import boolean, integer, random_seed, stop_strings
+from engine.kv.sequence import SequenceState
+from engine.kv.window import KVWindow
+from engine.model.sampling import check_sampling
+from engine.runtime.outputs import Generation, Timing, Usage
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    max_new_tokens: int = 64
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    return_logits: bool = False
+    ignore_eos: bool = False  # decode exactly max_new_tokens (serving benchmarks fix output lengths so)
+
+    @classmethod
+    def checked(
+        cls,
+        max_new_tokens: object,
+        temperature: object,
+        top_p: object,
+        seed: object,
+        stop: object,
+        logits: object,
+        ignore_eos: object = False,
+    ) -> SamplingParams:
+        """Parameters as a user hands them in, each checked (one InvalidArgumentError line naming it)."""
+        temperature, top_p = check_sampling(temperature, top_p)
+        return cls(
+            integer("max_new_tokens", max_new_tokens, minimum=1),
+            temperature,
+            top_p,
+            None if seed is None else random_seed("seed", seed),
+            stop_strings(stop),
+            boolean("return_logits", logits),
+            boolean("ignore_eos", ignore_eos),
+        )
+
+
+@dataclass
+class Request:
+    id: str
+    seq: SequenceState
+    params: SamplingParams
+    arrival: float  # when it was added (token ids known), synchronized clock
+    private: bool = False  # else pool-backed: prefix lookup at admission, full blocks published as they fill
+    render_s: float = 0.0
+    tokenize_s: float = 0.0
+    generator: torch.Generator | None = None
+    status: Status = Status.WAITING
+    window: KVWindow | None = None
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache at its first admission
+    approximate_tokens: int = 0
+    admitted: float | None = None  # first admission
+    lookup_s: float = 0.0
+    prefill_done: float | None = None  # end of the forward that gave the first token's logits
+    token_times: list[float] = field(default_factory=list)  # when each generated token was sampled
+    preemptions: int = 0
+    finish_reason: str | None = None  # "stop" (EOS or a stop string), "length" or "abort"
+    stop_string: str | None = None
+    logits: list[torch.Tensor] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def pending(self) -> int:
+        return len(self.seq) - self.seq.num_kv
+
+    @property
+    def capacity(self) -> int:
+        """Positions the request can reach: its prompt plus every new token it may generate."""
+        return self.seq.num_prompt + self.params.max_new_tokens
+
+    @property
+    def num_generated(self) -> int:
+        return len(self.seq) - self.seq.num_prompt
+
+    def accept(
+        self, token: int, text: str, is_eos: bool, logits: torch.Tensor, t_forward: float, t: float
+    ) -> str:
+        """Record a sampled token (`text`: the generated tokens decoded, this one included) and finish the
+        request at EOS, a stop string or its length limit; the text the token adds."""
+        if self.prefill_done is None:
+            self.prefill_done = t_forward
+        if self.params.return_logits:
+            self.logits.append(logits.cpu())
+        self.seq.token_ids.append(token)
+        self.token_times.append(t)
+        is_eos = is_eos and not self.params.ignore_eos
+        if is_eos or visible_text(text, self.params.stop, finished=False)[1] is not None:
+            self.finish_reason = "stop"
+        elif self.num_generated >= self.params.max_new_tokens:
+            self.finish_reason = "length"
+        shown, self.stop_string = visible_text(text, self.params.stop, self.finish_reason is not None)
+        delta, self.text = shown[len(self.text) :], shown
+        return delta
+
+    def generation(self, divergence_context: str) -> Generation:
+        """The finished request's result (`divergence_context`: the prompt text around its first uncached
+        token)."""
+        n_prompt, n_out, times = self.seq.num_prompt, self.num_generated, self.token_times
+        computed = n_prompt - self.cached_tokens - self.approximate_tokens
+        usage = Usage(
+            n_prompt,
+            self.cached_tokens,
+            computed,
+            n_out,
+            self.cached_tokens,
+            divergence_context,
+            self.approximate_tokens,
+        )
+        decode_s = times[-1] - times[0]
+        admitted = self.admitted if self.admitted is not None else self.arrival
+        timing = Timing(
+            ttft_s=times[0] - self.arrival,
+            lookup_s=self.lookup_s,
+            prefill_s=(self.prefill_done or times[0]) - admitted - self.lookup_s,
+            decode_s=decode_s,
+            decode_tokens_per_s=(n_out - 1) / decode_s if n_out > 1 and decode_s > 0 else 0.0,
+            render_s=self.render_s,
+            tokenize_s=self.tokenize_s,
+            queue_s=admitted - self.arrival,
+            time_per_output_token_s=decode_s / (n_out - 1) if n_out > 1 else 0.0,
+            inter_token_s=[b - a for a, b in zip(times, times[1:], strict=False)],
+        )
+        logits = torch.stack(self.logits) if self.params.return_logits else None
+        return Generation(
+            self.seq.generated,
+            self.text,
+            usage,
+            timing,
+            self.seq.token_ids[:n_prompt],
+            self.finish_reason or "length",
+            logits,
+            self.stop_string,
+            self.preemptions,
+        )
+
+
+def visible_text(text: str, stop: tuple[str, ...], finished: bool) -> tuple[str, str | None]:
+    """The part of the decoded text a request may give out, and the stop string it ends at (if any).
+
+    Cut before the earliest stop string; until the request finishes, hold back a tail that could still
+    grow into one and an incomplete character (U+FFFD from a partial UTF-8 sequence); a request that
+    finishes drops an incomplete last character."""
+    hits = [(text.index(s), s) for s in stop if s in text]
+    if hits:
+        at, matched = min(hits)
+        return text[:at], matched
+    if not finished:
+        hold = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        text = text[: len(text) - hold]
+    return text.rstrip("\ufffd"), None

@@ -1,0 +1,124 @@
+"""`Scheduler`: which requests run in the next step, and how many of their tokens (vLLM v1's semantics).
+
+A step is one batch. Running requests come first, in admission order, each with its pending tokens (one
+when decoding, the next chunk of a prompt otherwise); then waiting requests are admitted in arrival order
+(prefix lookup first, so a request computes only what the cache does not hold, including blocks another
+request in flight published a step before) while the step has token budget (`max_num_batched_tokens`) and
+room (`max_num_seqs`). A request gets as many of its pending tokens as the budget leaves: long prompts are
+prefilled in chunks across steps, beside the other requests' decode tokens.
+
+When a running request needs a block and none is free, the most recently admitted pool-backed request is
+preempted: its blocks are released (their full blocks stay cached), its window dropped, and it goes back to
+the front of the queue with every token it has, to be recomputed, mostly from the prefix cache, when it is
+admitted again. No waiting request is admitted in a step that preempted. Private requests hold no blocks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from engine.errors import CacheCapacityError
+from engine.kv.block_manager import BlockManager
+from engine.runtime.request import Request, Status
+
+
+@dataclass
+class ScheduledStep:
+    work: list[tuple[Request, int]] = field(default_factory=list)  # (request, tokens to compute), in order
+    admitted: list[Request] = field(default_factory=list)  # admitted this step: their windows are to open
+    preempted: list[Request] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, blocks: BlockManager, max_num_seqs: int, max_num_batched_tokens: int) -> None:
+        self.blocks = blocks
+        self.max_num_seqs, self.max_num_batched_tokens = max_num_seqs, max_num_batched_tokens
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # in admission order: the last is preempted first
+        self.preemptions = 0  # since the engine started
+
+    def add(self, req: Request) -> None:
+        """Queue a request; one the pool could never hold, even alone, is refused (a request that fits waits,
+        or preempts others, for room)."""
+        needed = self.blocks.blocks_for(req.capacity)
+        if not req.private and needed > self.blocks.num_blocks:
+            raise CacheCapacityError(
+                f"request needs {needed} KV blocks ({req.capacity} tokens at {self.blocks.block_size} per "
+                f"block) but the cache holds {self.blocks.num_blocks}; raise cache_tokens/cache_gb or "
+                "shorten the request"
+            )
+        self.waiting.append(req)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def schedule(self) -> ScheduledStep:
+        step, budget = ScheduledStep(), self.max_num_batched_tokens
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = min(req.pending, budget)
+            if not self._make_room(req, req.seq.num_kv + n, step):
+                break  # the request itself was preempted: nothing after it is running any more
+            step.work.append((req, n))
+            budget -= n
+            i += 1
+        while self.waiting and not step.preempted and len(self.running) < self.max_num_seqs and budget > 0:
+            req = self.waiting[0]
+            n = self._admit(req, budget)
+            if n == 0:
+                break  # no room for its first chunk: it waits (and keeps its place)
+            self.waiting.popleft()
+            self.running.append(req)
+            req.status = Status.RUNNING
+            step.admitted.append(req)
+            step.work.append((req, n))
+            budget -= n
+        return step
+
+    def finish(self, req: Request) -> None:
+        """Take a finished or aborted request out of the queues and release its blocks."""
+        if req in self.waiting:
+            self.waiting.remove(req)
+        if req in self.running:
+            self.running.remove(req)
+            self.blocks.release(req.seq)
+        req.status, req.window = Status.FINISHED, None
+
+    def _admit(self, req: Request, budget: int) -> int:
+        """Look up the cached prefix and take the blocks of the first chunk; the chunk's length, or 0 (and no
+        change) when its blocks cannot be had."""
+        if req.private:  # K/V in its own window only: nothing to look up or take
+            return min(req.pending, budget)
+        matched = self.blocks.match(req.seq.token_ids, req.seq.salt)
+        cached = len(matched[0]) * self.blocks.block_size
+        n = min(len(req.seq) - cached, budget)
+        if not self.blocks.fits(matched[0], cached + n):
+            return 0
+        self.blocks.admit(req.seq, True, matched)
+        self.blocks.grow(req.seq, cached + n)
+        return n
+
+    def _make_room(self, req: Request, num_tokens: int, step: ScheduledStep) -> bool:
+        """Blocks for positions [0, num_tokens) of a running request, preempting the newest pool-backed
+        requests until they fit; False if `req` itself had to go."""
+        if req.private:
+            return True
+        while not self.blocks.can_grow(req.seq, num_tokens):
+            victim = next(r for r in reversed(self.running) if not r.private)
+            self._preempt(victim)
+            step.preempted.append(victim)
+            if victim is req:
+                return False
+        self.blocks.grow(req.seq, num_tokens)
+        return True
+
+    def _preempt(self, req: Request) -> None:
+        self.running.remove(req)
+        self.blocks.release(req.seq)
+        req.seq.num_kv = 0
+        req.status, req.window = Status.WAITING, None
+        req.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(req)

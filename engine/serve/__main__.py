@@ -1,0 +1,132 @@
+"""`python -m engine.serve --model M`: serve one model over OpenAI Chat Completions (`/v1/chat/completions`)
+and Anthropic Messages (`/v1/messages`), with what the prefix cache did on every response, a live page at
+`/`, Prometheus metrics at `/metrics` and, with --record, a trace that `bench replay` reads.
+
+Binds 127.0.0.1 unless --host says otherwise. --api-key (or $KVTESTBED_API_KEY) makes every route but the
+page and /metrics require the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from engine.arguments import int_flag
+from engine.cli import add_model_args, docs_link, engine_options, run
+from engine.errors import InvalidArgumentError
+from engine.runtime.loader import load
+from engine.serve.app import build_state, create_app
+from engine.serve.recorder import Recorder
+
+KEY_VARIABLE = "KVTESTBED_API_KEY"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m engine.serve", description=__doc__, epilog=docs_link("serve.md")
+    )
+    add_model_args(p)
+    p.add_argument("--seed", type=int_flag(0), default=0, help="weights seed for synthetic: models")
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    p.add_argument("--port", type=int_flag(1), default=8000, help="port (default 8000)")
+    p.add_argument(
+        "--record", type=Path, default=None, help="append every answered request to this JSONL trace"
+    )
+    p.add_argument("--api-key", default=None, help=f"require this key (default: ${KEY_VARIABLE}, else none)")
+    p.add_argument(
+        "--served-model-name",
+        action="append",
+        default=None,
+        help="a model name clients may ask for (repeatable; each has its own cache namespace; default: --model)",
+    )
+    p.add_argument(
+        "--max-queue", type=int_flag(1), default=64, help="waiting requests before 429 (default 64)"
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=int_flag(1),
+        default=64,
+        help="requests the engine runs at once, batched; the rest wait (default 64)",
+    )
+    p.add_argument(
+        "--max-body-mb", type=int_flag(1), default=32, help="request body limit in MiB (default 32)"
+    )
+    p.add_argument(
+        "--default-max-tokens",
+        type=int_flag(1),
+        default=1024,
+        help="max_tokens of an OpenAI request that sets none (default 1024, less if the context is shorter)",
+    )
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port that cannot be bound before the model is loaded."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            why = "is in use" if e.errno == errno.EADDRINUSE else f"cannot be bound: {e.strerror}"
+            raise InvalidArgumentError(f"--host {host} --port {port}: the address {why}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    check_port(args.host, args.port)
+    api_key = args.api_key if args.api_key is not None else os.environ.get(KEY_VARIABLE) or None
+    recorder = Recorder(args.record) if args.record is not None else None
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    engine = load(args.model, args.device, args.dtype, seed=args.seed, max_num_seqs=args.max_num_seqs, **engine_options(args))
+    if engine.source.synthetic:
+        print(f"[{args.model}: synthetic random weights: the text is meaningless, the cache facts are real]")
+    names = args.served_model_name or [args.model]
+    state = build_state(
+        engine,
+        names,
+        recorder=recorder,
+        api_key=api_key,
+        max_queue=args.max_queue,
+        max_body_bytes=args.max_body_mb << 20,
+        default_max_tokens=args.default_max_tokens,
+    )
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{args.port}"
+    print(
+        f"kvtestbed serving {', '.join(names)} ({engine.info['dtype']}, {engine.info['device']}) at {url}\n"
+        f"  OpenAI:    base_url={url}/v1      (export OPENAI_BASE_URL={url}/v1)\n"
+        f"  Anthropic: base_url={url}         (export ANTHROPIC_BASE_URL={url})\n"
+        f"  page: {url}/{'#key=<your key>' if api_key else ''}   metrics: {url}/metrics"
+        + (f"   recording to {args.record}" if recorder else ""),
+        flush=True,
+    )
+    if args.host not in LOOPBACK and api_key is None:
+        print(
+            f"warning: listening on {args.host} without an API key: anyone who can reach it can use it",
+            file=sys.stderr,
+        )
+    config = uvicorn.Config(
+        create_app(state),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=5,
+    )
+    uvicorn.Server(config).run()
+    return 0
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,187 @@
+"""The ASGI app (FastAPI on Starlette): routes, the API key check, error bodies in each API's shape, and the
+engine thread's start and stop with the app's lifespan.
+
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
+`GET /v1/kvtestbed/requests` (the live page's feed), `GET /` and `/static/*` (the page), `GET /metrics`.
+With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
+`x-api-key: KEY`). No traceback reaches a client: anything unexpected is logged here and answered with a
+500 JSON body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+from starlette.responses import FileResponse, JSONResponse, Response
+
+from engine.runtime.engine import Engine
+from engine.serve import anthropic_response, openai_response
+from engine.serve.anthropic_request import parse_messages
+from engine.serve.chat_request import ANTHROPIC, OPENAI, ChatRequest
+from engine.serve.errors import APIError, from_engine
+from engine.serve.handling import ChatHandler, answer, read_json
+from engine.serve.metrics import Metrics
+from engine.serve.openai_request import parse_openai
+from engine.serve.page import STATIC, RequestLog
+from engine.serve.processing import Processor
+from engine.serve.recorder import Recorder
+from engine.serve.streaming import sse
+from engine.serve.worker import EngineWorker, Load
+
+log = logging.getLogger("kvtestbed.serve")
+ANTHROPIC_PATHS = ("/v1/messages",)
+
+
+@dataclass
+class ServerState:
+    worker: EngineWorker
+    metrics: Metrics
+    page: RequestLog
+    names: list[str]  # served model names; the first is the --model string unless renamed
+    block_size: int
+    recorder: Recorder | None
+    api_key: str | None
+    max_body_bytes: int
+    created: int
+
+    def record(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder.write(req, usage, report)
+
+
+def build_state(
+    engine: Engine,
+    names: list[str],
+    *,
+    recorder: Recorder | None = None,
+    api_key: str | None = None,
+    max_queue: int = 64,
+    max_body_bytes: int = 32 << 20,
+    default_max_tokens: int = 1024,
+) -> ServerState:
+    """Everything a server over `engine` holds: the engine thread and its backend, metrics, the page log."""
+    metrics, page = Metrics(), RequestLog()
+    backend = Processor(engine, metrics, page, Load(metrics.waiting.set), default_max_tokens)
+    metrics.cache(engine.cache_stats())
+    block_size = engine.blocks.block_size
+    worker = EngineWorker(backend, max_queue)
+    return ServerState(
+        worker, metrics, page, names, block_size, recorder, api_key, max_body_bytes, int(time.time())
+    )
+
+
+def error_response(request: Request, e: APIError) -> JSONResponse:
+    anthropic = request.url.path.startswith(ANTHROPIC_PATHS)
+    body = e.anthropic_body() if anthropic else e.openai_body()
+    return JSONResponse(body, status_code=e.status, headers=e.headers)
+
+
+def create_app(state: ServerState) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        state.worker.start()
+        yield
+        await asyncio.to_thread(state.worker.stop)
+        if state.recorder is not None:
+            state.recorder.close()
+
+    app = FastAPI(title="kvtestbed", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+    def require_key(request: Request) -> None:
+        if state.api_key is None:
+            return
+        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix(
+            "Bearer "
+        )
+        if not hmac.compare_digest(given.encode(), state.api_key.encode()):
+            raise APIError(
+                401,
+                "missing or wrong API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'",
+                code="invalid_api_key",
+            )
+
+    keyed = [Depends(require_key)]
+    openai = ChatHandler(
+        openai_response.completion,
+        openai_response.stream,
+        openai_response.usage,
+        lambda e: sse(e.openai_body()),
+    )
+    anthropic = ChatHandler(
+        anthropic_response.message,
+        functools.partial(anthropic_response.stream, block_size=state.block_size),
+        anthropic_response.usage,
+        lambda e: sse(e.anthropic_body(), "error"),
+    )
+
+    async def chat(request: Request, api: str) -> Response:
+        body = await read_json(request, state.max_body_bytes)
+        parse, handler = (parse_openai, openai) if api == OPENAI else (parse_messages, anthropic)
+        req = parse(body, request.headers, state.names)
+        try:
+            return await answer(state.worker, request, req, handler, state.record)
+        except APIError as e:
+            if e.status == 429:
+                state.metrics.rejected(api)
+            raise
+
+    @app.post("/v1/chat/completions", dependencies=keyed)
+    async def chat_completions(request: Request) -> Response:
+        return await chat(request, OPENAI)
+
+    @app.post("/v1/messages", dependencies=keyed)
+    async def messages(request: Request) -> Response:
+        return await chat(request, ANTHROPIC)
+
+    @app.get("/v1/models", dependencies=keyed)
+    async def models() -> dict[str, Any]:
+        listed = [
+            {"id": n, "object": "model", "created": state.created, "owned_by": "kvtestbed"}
+            for n in state.names
+        ]
+        return {"object": "list", "data": listed}
+
+    @app.get("/v1/kvtestbed/requests", dependencies=keyed)
+    async def recent(request: Request) -> dict[str, Any]:
+        after = request.query_params.get("after", "0")
+        if not after.isdigit():
+            raise APIError(400, f"after must be a request number (0 or more), got {after!r:.40}", "after")
+        return {"requests": state.page.since(int(after))}
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(state.metrics.text(), media_type="text/plain; version=0.0.4")
+
+    @app.get("/")
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.exception_handler(APIError)
+    async def api_error(request: Request, e: APIError) -> JSONResponse:
+        return error_response(request, e)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        return error_response(
+            request, APIError(e.status_code, f"{request.method} {request.url.path}: {e.detail}")
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, e: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(request, from_engine(e))
+
+    return app

@@ -1,0 +1,76 @@
+"""The `kvtestbed` extension object: the cache's own answer on every response (every field is described in
+docs/serve.md), and the live page's entry for a request (the same, plus the prompt's regions)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from engine.prompts.regions import RenderedPrompt, marked_text
+from engine.runtime.outputs import Generation
+from engine.serve.chat_request import ChatRequest
+from engine.serve.miss_reason import MissAnalysis
+from engine.serve.sessions import SessionMatch
+
+CONTEXT_TOKENS = 16  # tokens of text shown either side of a divergence
+
+
+def written_tokens(prompt_tokens: int, cached_tokens: int, block_size: int) -> int:
+    """Prompt tokens this request newly wrote to the cache: its full blocks past the cached prefix, each
+    computed and published by its prefill (Anthropic's `cache_creation_input_tokens`)."""
+    return prompt_tokens // block_size * block_size - cached_tokens
+
+
+def build_report(
+    req: ChatRequest,
+    match: SessionMatch,
+    gen: Generation,
+    analysis: MissAnalysis,
+    rendered: RenderedPrompt,
+    tokenizer: PreTrainedTokenizerBase,
+    block_size: int,
+    timing: dict[str, float],
+) -> dict[str, Any]:
+    u, ids = gen.usage, rendered.token_ids
+    change = analysis.first_change
+    divergence = (
+        {
+            "token": change,
+            "region": rendered.region_at(change).label,
+            "text": marked_text(tokenizer, ids, change, CONTEXT_TOKENS),
+            "lost_tokens": analysis.lost_tokens,
+        }
+        if change >= 0
+        else None
+    )
+    return {
+        "request_id": req.request_id,
+        "session_id": match.session,
+        "session_source": match.source,
+        "previous_request_id": match.previous.request_id if match.previous else None,
+        "model": req.model,
+        "block_size": block_size,
+        "prompt_tokens": u.prompt_tokens,
+        "cached_tokens": u.cached_tokens,
+        "computed_tokens": u.computed_tokens,
+        "cache_written_tokens": written_tokens(u.prompt_tokens, u.cached_tokens, block_size),
+        "completion_tokens": u.completion_tokens,
+        "reuse_end": {
+            "token": u.first_divergence,
+            "region": rendered.region_at(u.first_divergence).label,
+            "text": u.divergence_context,
+        },
+        "expected_cached_tokens": analysis.expected_cached_tokens,
+        "miss_reason": analysis.reason,
+        "divergence": divergence,
+        "finish_reason": gen.finish_reason,
+        "timing": timing,
+    }
+
+
+def page_entry(req: ChatRequest, report: dict[str, Any], rendered: RenderedPrompt) -> dict[str, Any]:
+    """What the live page shows of a request: the report, the API, when, and the prompt's regions."""
+    regions = [[r.label, r.kind, r.start, r.end] for r in rendered.regions]
+    return report | {"api": req.api, "time": time.time(), "regions": regions}

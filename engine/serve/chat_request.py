@@ -1,0 +1,62 @@
+"""`ChatRequest`: one request as the engine thread serves it, whichever API it came through: the
+conversation normalized by the trace parsers (so a recorded request replays to exactly these tokens), the
+sampling settings, the session the client named (if any) and the raw body (for the recording)."""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.prompts.messages import Message
+
+OPENAI, ANTHROPIC = "openai-chat", "anthropic"  # the trace format each API's bodies are recorded in
+SESSION_HEADER = "x-session-id"
+_numbers = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:24]}"
+
+
+@dataclass
+class ChatRequest:
+    api: str  # OPENAI | ANTHROPIC
+    model: str  # the served name the client asked for
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None
+    parse_tools: bool  # tools were given and tool_choice allows calls: parse the output for them
+    max_tokens: int | None  # None: the server's default, cut to the context left after the prompt
+    temperature: float
+    top_p: float
+    seed: int | None
+    stop: list[str]
+    stream: bool
+    include_usage: bool  # OpenAI stream_options.include_usage (Anthropic streams always carry usage)
+    body: dict[str, Any]  # as received: what --record writes
+    session_id: str | None = None  # explicit: the X-Session-Id header, `user` or `metadata.user_id`
+    session_source: str = ""  # which of those named it ("" when none did)
+    request_id: str = ""
+    number: int = field(default_factory=lambda: next(_numbers))  # arrival order on this server
+    submitted: float = 0.0  # epoch seconds when queued (the recorded timestamp)
+    submitted_clock: float = 0.0  # perf_counter when queued (queue time is measured from it)
+
+    def mark_submitted(self) -> None:
+        self.submitted, self.submitted_clock = time.time(), time.perf_counter()
+
+    @property
+    def continues(self) -> bool:
+        """The conversation holds an earlier model turn: it is not the first request of its session."""
+        return any(m["role"] in ("assistant", "tool") for m in self.messages)
+
+
+def explicit_session(headers: Any, body_id: Any, source: str) -> tuple[str | None, str]:
+    """(session id, where it came from): the X-Session-Id header first, else the body's own field."""
+    header = headers.get(SESSION_HEADER)
+    if header:
+        return header, "header"
+    if isinstance(body_id, str) and body_id:
+        return body_id, source
+    return None, ""

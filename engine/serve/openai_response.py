@@ -1,0 +1,90 @@
+"""OpenAI Chat Completions responses: the completion body, its usage as vLLM reports it (`prompt_tokens`
+includes `prompt_tokens_details.cached_tokens`, which is 0 on a miss, whole blocks, never the last prompt
+token), and the SSE stream of `chat.completion.chunk`s. The `kvtestbed` object rides on the completion, or
+on the stream's last chunk (the usage chunk with `stream_options.include_usage`, else the finish chunk)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from engine.serve.chat_request import ChatRequest, new_id
+from engine.serve.outcome import Outcome, outcome_of
+from engine.serve.recorder import Record
+from engine.serve.streaming import TextStream, sse
+from engine.serve.worker import Delta, Failed, Finished
+
+FINISH = {"end": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
+
+
+def usage(fin: Finished) -> dict[str, Any]:
+    u = fin.generation.usage
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cached_tokens},
+    }
+
+
+def _tool_calls(out: Outcome, streamed: bool) -> list[dict[str, Any]]:
+    return [
+        ({"index": i} if streamed else {})
+        | {
+            "id": new_id("call_"),
+            "type": "function",
+            "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+        }
+        for i, c in enumerate(out.parsed.calls)
+    ]
+
+
+def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
+    out = outcome_of(req, fin)
+    message: dict[str, Any] = {"role": "assistant", "content": out.parsed.content}
+    if out.parsed.calls:
+        message["tool_calls"] = _tool_calls(out, streamed=False)
+    return {
+        "id": req.request_id,
+        "object": "chat.completion",
+        "created": int(req.submitted),
+        "model": req.model,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH[out.reason]}],
+        "usage": usage(fin),
+        "kvtestbed": fin.report,
+    }
+
+
+async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -> AsyncIterator[str]:
+    """The chunks of one answer, from the engine thread's events (the first already known to be good)."""
+    head = {
+        "id": req.request_id,
+        "object": "chat.completion.chunk",
+        "created": int(req.submitted),
+        "model": req.model,
+    }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+        return sse(head | {"choices": [choice]} | extra)
+
+    text = TextStream(req.stop, req.parse_tools)
+    yield chunk({"role": "assistant", "content": ""})
+    async for event in events:
+        if isinstance(event, Delta) and (shown := text.feed(event.text)):
+            yield chunk({"content": shown})
+        elif isinstance(event, Failed):
+            yield sse(event.error.openai_body())
+        elif isinstance(event, Finished):
+            out = outcome_of(req, event)
+            if rest := text.finish(out.parsed):
+                yield chunk({"content": rest})
+            if out.parsed.calls:
+                yield chunk({"tool_calls": _tool_calls(out, streamed=True)})
+            last = {} if req.include_usage else {"kvtestbed": event.report}
+            yield chunk({}, FINISH[out.reason], **last)
+            if req.include_usage:
+                yield sse(head | {"choices": [], "usage": usage(event), "kvtestbed": event.report})
+            record(req, usage(event), event.report)
+            yield sse("[DONE]")

@@ -1,0 +1,50 @@
+"""`python -m engine.bench fleet` on a tiny model: every request of every arm and load recorded, the shared
+system prompt served from the cache across agents, the report and plots written."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+from engine.bench.__main__ import main
+from engine.bench.harness.fleet import run_fleet
+from engine.runtime.loader import load
+
+
+def test_fleet_runs_every_arm_and_load(tiny_dir, tmp_path) -> None:
+    out = tmp_path / "fleet"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    args = ["fleet", "--model", model, "--agents", "3", "--turns", "2", "--rates", "50", "--out", str(out)]
+    assert main(args) == 0
+    for name in (
+        "fleet.json",
+        "requests.csv",
+        "summary.csv",
+        "report.md",
+        "ttft_vs_rate.png",
+        "pool_occupancy.png",
+    ):
+        assert (out / name).stat().st_size > 0, name
+    rows = list(csv.DictReader((out / "requests.csv").open()))
+    assert len(rows) == 2 * 2 * 3 * 2  # arms x loads (50 req/s and the closed loop) x agents x turns
+    summary = {(r["arm"], r["rate"]): r for r in csv.DictReader((out / "summary.csv").open())}
+    stable, stamped = summary[("stable-first", "closed loop")], summary[("timestamp-first", "closed loop")]
+    assert float(stable["cached_share"]) > float(stamped["cached_share"])
+    assert all(float(r["ttft_s"]) > 0 and int(r["output_tokens"]) == 16 for r in rows)
+    env = json.loads((out / "fleet.json").read_text())["environment"]
+    assert env["options"]["agents"] == 3 and env["full_prefill_rate"] > 0
+    assert "timestamp-first` / `stable-first`, p50 TTFT at closed loop" in (out / "report.md").read_text()
+
+
+def test_agents_share_the_system_prompt_and_wait_for_their_replies(tiny_dir) -> None:
+    e = load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096)
+    shared = list(range(10, 74))  # 4 full blocks every agent starts with
+    prompts = [[shared + [100 + a] * 5, shared + [100 + a] * 5 + [7] * 20] for a in range(3)]
+    run = run_fleet(e, prompts, "arm", None, reply_tokens=4, seed=0)
+    assert len(run.requests) == 6 and run.makespan_s > 0 and run.occupancy
+    first_turns = sorted((r for r in run.requests if r.turn == 1), key=lambda r: r.agent)
+    assert first_turns[0].cached_tokens == 0  # all three arrive at once: nobody has published yet
+    second = {r.agent: r for r in run.requests if r.turn == 2}
+    for a, r in second.items():  # a second turn comes after its agent's first reply ended
+        assert r.arrival_s >= next(f.end_s for f in first_turns if f.agent == a)
+        assert r.cached_tokens >= 64

@@ -1,0 +1,156 @@
+"""Many sequences at once: every request of a batch gets what it would get alone (greedy tokens, logits within
+the cached-vs-cold tolerance, seeded samples, stop strings), with shared prefixes, different lengths, chunked
+prefill beside decoding, preemption under a small pool, and aborts."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import CacheCapacityError, InvalidArgumentError
+from tests.conftest import random_ids as tokens
+from tests.precision import assert_same_greedy_run
+
+BS = 16
+
+
+def solo(load, model_dir, prompts, **options):
+    """Each prompt alone on a fresh engine (nothing cached, nothing else running): the reference."""
+    out = []
+    for prompt in prompts:
+        e = load(model_dir, block_size=BS, cache_tokens=1024)
+        out.append(e.generate(prompt, return_logits=True, **options))
+    return out
+
+
+def assert_same(got, ref, tol) -> None:
+    for g, r in zip(got, ref, strict=True):
+        assert_same_greedy_run(g.token_ids, g.logits, r.token_ids, r.logits, tol)
+        assert g.finish_reason == r.finish_reason and g.text == r.text
+
+
+def test_a_batch_equals_its_requests_run_alone(tiny_dir, load, cache_tol) -> None:
+    shared = tokens(40, 0)
+    prompts = [shared + tokens(9, 1), shared + tokens(30, 2), tokens(23, 3), shared[:17]]
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    got = e.generate_many(prompts, max_new_tokens=12, return_logits=True)
+    assert_same(got, solo(load, tiny_dir("qwen2"), prompts, max_new_tokens=12), cache_tol)
+    assert [len(g.token_ids) for g in got] == [12] * 4
+    assert not e.has_unfinished() and e.cache_stats()["blocks_in_use"] == 0
+
+
+def test_different_lengths_limits_and_seeds(tiny_dir, load, cache_tol) -> None:
+    prompts = [tokens(n, 10 + n) for n in (5, 60, 33)]
+    limits, seeds = [3, 17, 9], [7, 8, 9]
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    ids = [
+        e.add_request(p, max_new_tokens=m, temperature=0.9, top_p=0.95, seed=s, return_logits=True)
+        for p, m, s in zip(prompts, limits, seeds, strict=True)
+    ]
+    done = {}
+    for _ in range(100):  # bounded: 17 tokens need at most 18 steps
+        done |= {o.request_id: o.generation for o in e.step() if o.finished}
+        if len(done) == 3:
+            break
+    for rid, prompt, m, s in zip(ids, prompts, limits, seeds, strict=True):
+        alone = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024).generate(
+            prompt, max_new_tokens=m, temperature=0.9, top_p=0.95, seed=s, return_logits=True
+        )
+        assert done[rid].token_ids == alone.token_ids
+        assert (done[rid].logits - alone.logits).abs().max().item() <= cache_tol
+
+
+def test_stop_strings_and_eos_in_a_batch(smollm2) -> None:
+    questions = ["What is the capital of France?", "Name three colours.", "Count from one to ten."]
+    prompts = [[{"role": "user", "content": q}] for q in questions]
+    stop = ["Paris", "blue", "five"]
+    alone = [smollm2.generate(p, max_new_tokens=40, stop=stop, cache=False) for p in prompts]
+    together = smollm2.generate_many(prompts, max_new_tokens=40, stop=stop)
+    for a, t in zip(alone, together, strict=True):
+        assert (t.token_ids, t.text, t.finish_reason, t.stop_string) == (
+            a.token_ids,
+            a.text,
+            a.finish_reason,
+            a.stop_string,
+        )
+    assert any(t.stop_string for t in together)
+
+
+def test_a_prefix_published_in_flight_serves_the_next_request(tiny_dir, load) -> None:
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    shared = tokens(64, 20)
+    first = e.add_request(shared + [5], max_new_tokens=8)
+    e.step()  # the first request's prompt is computed and its 4 full blocks published; it keeps decoding
+    second = e.add_request(shared + [6, 7], max_new_tokens=2)
+    done = {}
+    while e.has_unfinished():
+        done |= {o.request_id: o.generation for o in e.step() if o.finished}
+    assert done[second].usage.cached_tokens == 64 and done[first].usage.cached_tokens == 0
+
+
+def test_a_long_prompt_is_prefilled_in_chunks_beside_decoding(tiny_dir, load, cache_tol) -> None:
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024, prefill_chunk=24)
+    short, long = tokens(10, 30), tokens(100, 31)
+    a = e.add_request(short, max_new_tokens=10, return_logits=True)
+    e.step()  # a: prefill and its first token
+    b = e.add_request(long, max_new_tokens=3, return_logits=True)
+    tokens_per_step = []
+    done = {}
+    while e.has_unfinished():
+        outs = e.step()
+        tokens_per_step.append(sum(1 for o in outs if o.request_id == a))
+        done |= {o.request_id: o.generation for o in outs if o.finished}
+    # a decodes a token in every step while b's 100-token prompt takes 5 chunked steps (23 + 24 ... tokens)
+    assert tokens_per_step[:5] == [1] * 5
+    ref = solo(load, tiny_dir("qwen2"), [short, long], max_new_tokens=10)
+    assert_same_greedy_run(done[a].token_ids, done[a].logits, ref[0].token_ids, ref[0].logits, cache_tol)
+    assert_same_greedy_run(
+        done[b].token_ids, done[b].logits, ref[1].token_ids[:3], ref[1].logits[:3], cache_tol
+    )
+
+
+def test_preemption_under_a_small_pool_keeps_every_result(tiny_dir, load, cache_tol) -> None:
+    prompts = [tokens(40, 40 + i) for i in range(4)]
+    small = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=10 * BS)  # room for about two at a time
+    got = small.generate_many(prompts, max_new_tokens=30, return_logits=True)
+    assert sum(g.preemptions for g in got) > 0
+    assert_same(got, solo(load, tiny_dir("qwen2"), prompts, max_new_tokens=30), cache_tol)
+    assert small.cache_stats()["blocks_in_use"] == 0
+
+
+def test_abort_releases_the_blocks_and_the_rest_go_on(tiny_dir, load, cache_tol) -> None:
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    keep, drop = tokens(30, 50), tokens(50, 51)
+    k = e.add_request(keep, max_new_tokens=6, return_logits=True)
+    d = e.add_request(drop, max_new_tokens=50)
+    e.step()
+    held = e.cache_stats()["blocks_in_use"]
+    assert e.abort(d) and not e.abort(d) and e.cache_stats()["blocks_in_use"] < held
+    done = {}
+    while e.has_unfinished():
+        done |= {o.request_id: o.generation for o in e.step() if o.finished}
+    assert list(done) == [k]
+    ref = solo(load, tiny_dir("qwen2"), [keep], max_new_tokens=6)[0]
+    assert_same_greedy_run(done[k].token_ids, done[k].logits, ref.token_ids, ref.logits, cache_tol)
+    assert e.cache_stats()["blocks_in_use"] == 0
+
+
+def test_timings_of_a_batched_request(tiny_dir, load) -> None:
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    g = e.generate_many([tokens(20, 60), tokens(25, 61)], max_new_tokens=5)[1]
+    t = g.timing
+    assert 0 <= t.queue_s < t.ttft_s and 0 < t.prefill_s < t.ttft_s
+    assert len(t.inter_token_s) == 4 and abs(sum(t.inter_token_s) - t.decode_s) < 1e-9
+    assert t.time_per_output_token_s == pytest.approx(t.decode_s / 4)
+
+
+def test_what_could_never_fit_is_refused_at_submission(tiny_dir, load) -> None:
+    small = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=4 * BS)
+    with pytest.raises(CacheCapacityError, match="request needs 5 KV blocks"):
+        small.add_request(tokens(70, 70), max_new_tokens=10)
+    assert not small.has_unfinished()
+    rid = small.add_request(tokens(20, 71), max_new_tokens=3, request_id="mine")
+    with pytest.raises(InvalidArgumentError, match="already in flight"):
+        small.add_request(tokens(20, 72), request_id="mine")
+    with pytest.raises(InvalidArgumentError, match="needs an idle engine"):
+        small.generate(tokens(20, 73))
+    assert small.abort(rid)

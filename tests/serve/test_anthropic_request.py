@@ -1,0 +1,68 @@
+"""Anthropic request bodies: what is read, what is refused by name, where the session comes from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine.serve.anthropic_request import parse_messages
+from engine.serve.errors import APIError
+
+NAMES = ["m"]
+BASE: dict[str, Any] = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def test_a_body_is_read() -> None:
+    body = BASE | {
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "stop_sequences": ["END"],
+        "metadata": {"user_id": "u"},
+        "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "auto"},
+        "thinking": {"type": "disabled"},
+    }
+    req = parse_messages(body, {}, NAMES)
+    assert req.messages[0] == {"role": "system", "content": "Be brief."}
+    assert (req.max_tokens, req.stop, req.session_id, req.session_source) == (
+        8,
+        ["END"],
+        "u",
+        "metadata.user_id",
+    )
+    assert req.parse_tools and req.tools[0]["function"]["name"] == "f" and req.include_usage
+    assert not parse_messages(body | {"tool_choice": {"type": "none"}}, {}, NAMES).parse_tools
+
+
+@pytest.mark.parametrize(
+    ("changes", "param", "status"),
+    [
+        ({"model": "claude"}, "model", 404),
+        ({"max_tokens": None}, "max_tokens", 400),
+        ({"top_k": 3}, "top_k", 400),
+        ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking", 400),
+        ({"temperature": 1.5}, "temperature", 400),
+        ({"tool_choice": {"type": "any"}}, "tool_choice.type", 400),
+        (
+            {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
+            "tool_choice.disable_parallel_tool_use",
+            400,
+        ),
+        ({"metadata": {"user_id": "u", "other": 1}}, "metadata.other", 400),
+        ({"stop_sequences": "END"}, "stop_sequences", 400),  # a list, per the API
+        (
+            {"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+            "messages[0].content[0].type",
+            400,
+        ),
+        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role", 400),
+        ({"tools": [{"name": "web", "type": "web_search_20250305"}]}, "tools[0].input_schema", 400),
+        ({"container": "c"}, "container", 400),
+    ],
+)
+def test_refused_by_name(changes: dict[str, Any], param: str, status: int) -> None:
+    with pytest.raises(APIError) as e:
+        parse_messages(BASE | changes, {}, NAMES)
+    assert (e.value.param, e.value.status) == (param, status)
+    body = e.value.anthropic_body()
+    assert body["type"] == "error" and body["error"]["message"].startswith(param)

@@ -1,0 +1,72 @@
+"""Anthropic bodies and streams, validated by the `anthropic` SDK's own types and its stream accumulator."""
+
+from __future__ import annotations
+
+from anthropic.lib.streaming._messages import accumulate_event
+from anthropic.types import Message, RawMessageStreamEvent
+from pydantic import TypeAdapter
+
+from engine.serve import anthropic_response
+from engine.serve.chat_request import ANTHROPIC
+from tests.serve.responses import CALL, collect, events, finished, replay, request
+
+EVENT = TypeAdapter(RawMessageStreamEvent)
+
+
+def test_usage_excludes_the_cache_from_input_tokens() -> None:
+    fin = finished("Hi", prompt=40, cached=16)  # 2 full blocks: 1 read, 1 written; 8 tokens past them
+    usage = anthropic_response.usage(fin)
+    assert usage == {
+        "input_tokens": 8,
+        "cache_creation_input_tokens": 16,
+        "cache_read_input_tokens": 16,
+        "output_tokens": 12,
+    }
+
+
+def test_a_tool_use_body_and_a_stop_sequence() -> None:
+    body = Message.model_validate(
+        anthropic_response.message(request(ANTHROPIC, stream=False), finished("Checking.\n" + CALL))
+    )
+    assert body.stop_reason == "tool_use" and [b.type for b in body.content] == ["text", "tool_use"]
+    assert body.content[1].input == {"city": "Paris"} and body.content[1].id.startswith("toolu_")
+    stopped = anthropic_response.message(
+        request(ANTHROPIC, stop=["END"], tools=False), finished("ok", "okEND")
+    )
+    assert (stopped["stop_reason"], stopped["stop_sequence"]) == ("stop_sequence", "END")
+    cut = anthropic_response.message(request(ANTHROPIC, tools=False), finished("ok", reason="length"))
+    assert cut["stop_reason"] == "max_tokens"
+
+
+def test_a_stream_accumulates_to_the_same_message() -> None:
+    recorded = []
+    fin = finished("Checking.\n" + CALL)
+    pieces = ["Check", "ing.\n", "<tool_call>", CALL[11:]]
+    sent = collect(
+        anthropic_response.stream(
+            request(ANTHROPIC), replay(events(pieces, fin)), lambda *e: recorded.append(e), block_size=16
+        )
+    )
+    names = [name for name, _ in sent]
+    assert names[0] == "message_start" and names[-2:] == ["message_delta", "message_stop"]
+    snapshot, buffers = None, {}
+    for _, data in sent:
+        snapshot = accumulate_event(
+            event=EVENT.validate_python(data), current_snapshot=snapshot, json_bufs=buffers
+        )
+    assert [b.type for b in snapshot.content] == ["text", "tool_use"] and snapshot.content[
+        0
+    ].text == "Checking."
+    assert snapshot.content[1].input == {"city": "Paris"} and snapshot.stop_reason == "tool_use"
+    assert snapshot.usage.cache_read_input_tokens == 16 and snapshot.usage.output_tokens == 12
+    assert sent[-2][1]["kvtestbed"]["cached_tokens"] == 16 and recorded
+
+
+def test_an_empty_answer_has_no_content_block() -> None:
+    fin = finished("")
+    sent = collect(
+        anthropic_response.stream(
+            request(ANTHROPIC, tools=False), replay([fin]), lambda *e: None, block_size=16
+        )
+    )
+    assert [name for name, _ in sent] == ["message_start", "message_delta", "message_stop"]

@@ -1,0 +1,55 @@
+"""OpenAI bodies and streams, validated by the `openai` SDK's own types and its stream accumulator."""
+
+from __future__ import annotations
+
+import json
+
+from openai.lib.streaming.chat import ChatCompletionStreamState
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from engine.serve import openai_response
+from tests.serve.responses import CALL, collect, events, finished, replay, request
+
+RECORDED: list[tuple] = []
+
+
+def record(*entry: object) -> None:
+    RECORDED.append(entry)
+
+
+def test_a_tool_call_body() -> None:
+    fin = finished("Checking.\n" + CALL)
+    body = ChatCompletion.model_validate(openai_response.completion(request(stream=False), fin))
+    call = body.choices[0].message.tool_calls[0]
+    assert body.choices[0].finish_reason == "tool_calls" and body.choices[0].message.content == "Checking."
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+    assert body.usage.prompt_tokens == 40 and body.usage.prompt_tokens_details.cached_tokens == 16
+    assert body.model_extra["kvtestbed"]["cached_tokens"] == 16
+
+
+def test_a_stream_accumulates_to_the_same_answer() -> None:
+    fin = finished("Checking.\n" + CALL)
+    pieces = ["Check", "ing.\n<tool", "_call>\n", CALL[12:]]
+    sent = collect(openai_response.stream(request(), replay(events(pieces, fin)), record))
+    assert sent[-1] == (None, "[DONE]") and RECORDED[-1][1]["prompt_tokens"] == 40
+    state = ChatCompletionStreamState()
+    for _, data in sent[:-1]:
+        state.handle_chunk(ChatCompletionChunk.model_validate(data))
+    final = state.get_final_completion()
+    message = final.choices[0].message
+    assert message.content == "Checking." and message.tool_calls[0].function.name == "get_weather"
+    assert (
+        final.choices[0].finish_reason == "tool_calls"
+        and final.usage.prompt_tokens_details.cached_tokens == 16
+    )
+    assert sent[-2][1]["choices"] == [] and sent[-2][1]["kvtestbed"]["cached_tokens"] == 16  # the usage chunk
+
+
+def test_a_stop_sequence_ends_a_stream_before_it() -> None:
+    fin = finished("The answer is 4", full_text="The answer is 4###", reason="stop")
+    req = request(stop=["###"], tools=False)
+    req.include_usage = False
+    sent = collect(openai_response.stream(req, replay(events(["The answer", " is 4#", "##"], fin)), record))
+    text = "".join(d["choices"][0]["delta"].get("content", "") for _, d in sent[:-1] if d["choices"])
+    assert text == "The answer is 4"
+    assert sent[-2][1]["choices"][0]["finish_reason"] == "stop" and "kvtestbed" in sent[-2][1]
