@@ -119,7 +119,7 @@ SMOKE = Shapes(
 # The full suite plus the long agent contexts: prefills of 8k / 16k / 32k tokens, warm/cold at 32k, and the
 # analysis of a session of 128k-token prompts (hours on 2 CPU cores: run the long files alone, see
 # docs/benchmarks.md). The synthetic listing asked for 108,000 tokens tokenizes to ~127.5k (its estimate, from
-# short lines, runs low at this size): prompts of ~127.5k to ~130k tokens, within the YaRN presets' 131,072.
+# short lines, runs low at this size): prompts of 127,503 to 130,865 tokens, within the YaRN presets' 131,072.
 LONG = replace(FULL, long=(8192, 16384, 32768), trace=(64, 108_000))
 SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE, "long": LONG}
 MAX_ROUNDS = 200
