@@ -21,6 +21,10 @@ _ROPE_REFUSED = {
         "dynamic NTK changes the frequencies with the sequence length, so a cached key would differ from the "
         "key the same token gets in a longer prompt: it breaks prefix reuse"
     ),
+    "longrope": (
+        "LongRoPE switches its frequency factors when the sequence passes the original window, as dynamic NTK "
+        "changes its frequencies: it breaks prefix reuse"
+    ),
 }
 ROPE_TYPES = ("default", "yarn", "llama3")
 

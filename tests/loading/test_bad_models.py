@@ -81,7 +81,14 @@ MODEL_CASES = [
         "llama",
         config(rope_scaling={"rope_type": "longrope", "short_factor": [1.0], "long_factor": [2.0]}),
         Unsupported,
-        r"rope type 'longrope' is not implemented \(the rope types implemented are default, yarn, llama3\)",
+        r"rope type 'longrope' is not implemented \(LongRoPE switches its frequency factors when the sequence",
+    ),
+    case(
+        "an unknown rope type",
+        "qwen3",
+        config(rope_scaling={"rope_type": "proportional", "factor": 2.0}),
+        Unsupported,
+        r"rope type 'proportional' is not implemented \(the rope types implemented are default, yarn, llama3\)",
     ),
     case(
         "llama3 without its frequency factors",
