@@ -2,10 +2,12 @@
 
 --devices cpu,cuda   which devices (default: every available one: cpu, cuda, mps)
 --model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b)
+--long-model …       the long-context cases' model (default synthetic:qwen2.5-0.5b-128k: YaRN, 131,072 tokens)
 --dtype …            default per device: float32 on CPU, bfloat16 on CUDA, float16 on MPS
 --quick              small shapes and a short time budget: a smoke run in a few minutes (= --shapes quick)
---shapes NAME        full (default), quick, device (prefill 512 / 2k / 8k, S+V at 2k and 8k: GPU checks) or
-                     smoke (tiny: the CPU run of scripts/device_check.sh)
+--shapes NAME        full (default), quick, device (prefill 512 / 2k / 8k, S+V at 2k and 8k: GPU checks),
+                     smoke (tiny: the CPU run of scripts/device_check.sh) or long (full, plus prefills of
+                     8k / 16k / 32k, warm/cold at 32k and the analysis of 128k-token prompts)
 --budget SECONDS     time per benchmark (rounds = budget / one call, at least 2)
 """
 
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 import torch
 
-from benchmarks.harness import SHAPES, Pair, Shapes, available_devices
+from benchmarks.harness import SHAPES, Pair, Shapes, Solo, available_devices
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 LOAD_AT_START = os.getloadavg()
@@ -29,6 +31,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--devices", default="auto", help="comma-separated cpu,cuda,mps (default: all available)")
     group.addoption(
         "--model", default="synthetic:qwen2.5-0.5b", help="model (default synthetic:qwen2.5-0.5b)"
+    )
+    group.addoption(
+        "--long-model",
+        default="synthetic:qwen2.5-0.5b-128k",
+        help="the long-context cases' model (default synthetic:qwen2.5-0.5b-128k)",
     )
     group.addoption("--dtype", default=None, help="float32, bfloat16 or float16 (default: by device)")
     group.addoption("--quick", action="store_true", help="small shapes, short budget (= --shapes quick)")
@@ -61,6 +68,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "cached_new": shapes.cached_new,
         "block_size": list(shapes.block_sizes),
         "batch": list(shapes.batch),
+        "long": list(shapes.long),
     }
     for name, values in params.items():
         if name in metafunc.fixturenames:
@@ -91,6 +99,26 @@ def pairs(pytestconfig: pytest.Config, shapes: Shapes) -> Callable[[str], Pair]:
 @pytest.fixture
 def pair(pairs: Callable[[str], Pair], device: str) -> Pair:
     return pairs(device)
+
+
+@pytest.fixture(scope="session")
+def solos(pytestconfig: pytest.Config, shapes: Shapes) -> Callable[[str], Solo]:
+    """solos(device) -> our engine of `--long-model` alone, with a pool for two of the longest prompts."""
+    built: dict[str, Solo] = {}
+
+    def get(device: str) -> Solo:
+        if device not in built:
+            options = pytestconfig.getoption
+            cache_tokens = 2 * max(shapes.long) + 4096
+            built[device] = Solo(options("long_model"), device, options("dtype"), cache_tokens)
+        return built[device]
+
+    return get
+
+
+@pytest.fixture
+def solo(solos: Callable[[str], Solo], device: str) -> Solo:
+    return solos(device)
 
 
 def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -41,6 +41,8 @@ class Shapes:
     batch: tuple[int, ...] = (1, 4, 8, 16)  # concurrent sequences of the batched decode case
     batch_context: int = 1024  # their shared cached context
     hash_requests: int = 100_000  # requests of the hash-id (Mooncake) replay case
+    long: tuple[int, ...] = ()  # long-context cold prefills on `--long-model`; the longest also warm/cold
+    long_new: int = 1024  # new tokens of that warm case: all of the prompt but these is cached
 
     @property
     def cached_new(self) -> list[tuple[int, int]]:
@@ -116,8 +118,15 @@ SMOKE = Shapes(
     batch=(1, 2),
     batch_context=64,
     hash_requests=2_000,
+    long=(512,),
+    long_new=128,
 )
-SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE}
+# The full suite plus the long agent contexts: prefills of 8k / 16k / 32k tokens, warm/cold at 32k, and the
+# analysis of a session of 128k-token prompts (hours on 2 CPU cores: run the long files alone, see
+# docs/benchmarks.md). The synthetic listing asked for 108,000 tokens tokenizes to ~127.5k (its estimate, from
+# short lines, runs low at this size): prompts of 127,503 to 130,865 tokens, within the YaRN presets' 131,072.
+LONG = replace(FULL, long=(8192, 16384, 32768), trace=(64, 108_000))
+SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE, "long": LONG}
 MAX_ROUNDS = 200
 
 
@@ -148,20 +157,12 @@ def transformers_twin(ours: Engine) -> PreTrainedModel:
     return model.eval()
 
 
-class Pair:
-    """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
-    both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
+class Solo:
+    """Our engine alone, with a KV pool of `cache_tokens`: the cases `transformers` has no counterpart to."""
 
-    def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
-        cache_tokens = 4 * shapes.base_length + 4096  # the base, plus what the timed rounds publish
+    def __init__(self, model: str, device: str, dtype: str | None, cache_tokens: int) -> None:
         self.ours = engine.load(model, device, dtype, cache_tokens=cache_tokens)
-        self.theirs = transformers_twin(self.ours)
         self.device, self.config = self.ours.device, self.ours.config
-        self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
-        self._check_same_model()
-        self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
-        self._their_base = DynamicCache(config=self.theirs.config)
-        self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @property
     def info(self) -> dict[str, Any]:
@@ -173,6 +174,20 @@ class Pair:
 
     def tokens(self, n: int, seed: int) -> list[int]:
         return random_tokens(n, seed, self.config.vocab_size)
+
+
+class Pair(Solo):
+    """Our engine and its `transformers` twin, and a long random prompt `base` whose prefixes are cached in
+    both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
+
+    def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
+        super().__init__(model, device, dtype, 4 * shapes.base_length + 4096)  # the base + the rounds' blocks
+        self.theirs = transformers_twin(self.ours)
+        self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
+        self._check_same_model()
+        self.ours.generate(self.base, max_new_tokens=1)  # publishes every full block of the base
+        self._their_base = DynamicCache(config=self.theirs.config)
+        self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @torch.inference_mode()
     def theirs_forward(self, ids: list[int], cache: DynamicCache | None = None) -> int:
@@ -229,7 +244,7 @@ def rewind(cache: DynamicCache, length: int) -> None:
 
 def measure(
     benchmark: Any,
-    pair: Pair,
+    pair: Solo,
     fn: Callable[[], Any],
     budget_s: float,
     setup: Callable[[], None] | None = None,
@@ -261,11 +276,18 @@ def measure(
 
 
 def measure_alternating(
-    benchmark: Any, pair: Pair, sides: dict[str, Callable[[], Any]], budget_s: float, rounds: int, **info: Any
+    benchmark: Any,
+    pair: Solo,
+    sides: dict[str, Callable[[], Any]],
+    budget_s: float,
+    rounds: int,
+    setup: Callable[[], None] | None = None,
+    **info: Any,
 ) -> None:
     """One round runs both sides back to back, which goes first alternating, so that a neighbour's burst on a
     shared machine meets both. The record keeps the median of the per-round ratios first side / second side
-    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls."""
+    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls. `setup`
+    runs before every round, untimed."""
     first, second = sides
     orders, times = itertools.cycle([(first, second), (second, first)]), []
 
@@ -278,7 +300,7 @@ def measure_alternating(
             took[name] = now(pair.device) - start
         times.append(took)
 
-    measure(benchmark, pair, both, budget_s, min_rounds=rounds, impl=f"{first}/{second}", **info)
+    measure(benchmark, pair, both, budget_s, setup, min_rounds=rounds, impl=f"{first}/{second}", **info)
     ratios = [t[first] / t[second] for t in times[1:]]  # the first call is the untimed warm-up
     benchmark.extra_info.update(
         ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)

@@ -1,5 +1,5 @@
 """`bench replay --analyze` at scale: a synthetic agent session of R requests whose prompts start at N tokens
-(FULL: 200 x 50k; QUICK: 20 x 8k), analyzed with the Qwen2.5 tokenizer and chat template (no model): the
+(FULL: 200 x 50k; QUICK: 20 x 8k; LONG: 64 x ~128k), analyzed with the Qwen2.5 tokenizer and chat template (no model): the
 engine's block hashing plus every hosted rule. The timed unit is the whole analysis; no device is used.
 Target: well under a minute for 200 x 50k on a CPU.
 """

@@ -213,6 +213,22 @@ def replay(run: Run) -> list[str]:
     return table(["layout", "prompt tokens (last turn)", "cached tokens", "TTFT"], rows) if rows else []
 
 
+def long_contexts(run: Run) -> list[str]:
+    """The long-context cases (benchmarks/test_long_context.py): cold prefill TTFT, and warm (all but the last
+    tokens cached) over cold, alternating; each with the process's peak RSS during the case."""
+    rows = []
+    for key, info in sorted(run.info.items(), key=lambda kv: (kv[1]["case"], kv[1].get("tokens", 0))):
+        stats, rss = run.stats[key], f"{info.get('peak_rss_bytes', 0) / 2**30:.2f} GiB"
+        if info["case"] == "long_prefill":
+            spread = f"{seconds(stats['median'])} [{seconds(stats['min'])}–{seconds(stats['max'])}]"
+            rows.append([f"cold prefill of {info['tokens']:,} tokens", spread, str(stats["rounds"]), rss])
+        if info["case"] == "long_warm_cold":
+            ratio = f"{info['ratio']:.3f} [{info['ratio_min']:.3f}–{info['ratio_max']:.3f}] warm / cold"
+            case = f"{info['cached']:,} cached + {info['new']:,} new against cold"
+            rows.append([case, ratio, str(info["pairs"]), rss])
+    return table(["case", "median [min–max]", "n", "peak RSS"], rows) if rows else []
+
+
 def noise(run: Run) -> str:
     """How noisy the run was: the machine's load, and each case's interquartile range over its median (with
     two rounds, pytest-benchmark's IQR is their difference)."""
@@ -269,6 +285,10 @@ def summary(run: Run) -> str:
         "## One small layout replay (engine.bench.replay; ours only)",
         "",
         *replay(run),
+        "",
+        "## Long contexts (ours only)",
+        "",
+        *long_contexts(run),
     ]
     return "\n".join(lines) + "\n"
 

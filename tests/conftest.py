@@ -114,16 +114,40 @@ def build_hf_model(kind: str, vocab_size: int = 512, seed: int = 0, **overrides)
     return model.eval()
 
 
+# RoPE scalings of the tiny long-context models: a 64-token original window, so that prompts of a few hundred
+# tokens reach far past it.
+SCALINGS: dict[str, dict] = {
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+    "llama3": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+}
+SCALED_CONTEXT = 256  # max_position_embeddings of the scaled models (YaRN: also factor x 64)
+
+
+def scaled_overrides(scaling: str | None) -> dict:
+    """build_hf_model overrides for a model with that RoPE scaling (None: none)."""
+    if scaling is None:
+        return {}
+    return {"rope_scaling": dict(SCALINGS[scaling]), "max_position_embeddings": SCALED_CONTEXT}
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
-    """tiny_dir(kind, tokenizer=False) -> folder with config.json + model.safetensors (+ Qwen tokenizer)."""
+    """tiny_dir(kind, tokenizer=False, scaling=None) -> folder with config.json + model.safetensors (+ Qwen
+    tokenizer); `scaling` names one of SCALINGS."""
     made: dict[tuple, Path] = {}
 
-    def make(kind: str, tokenizer: bool = False) -> Path:
-        key = (kind, tokenizer)
+    def make(kind: str, tokenizer: bool = False, scaling: str | None = None) -> Path:
+        key = (kind, tokenizer, scaling)
         if key not in made:
-            folder = tmp_path_factory.mktemp(f"{kind}{'-tok' if tokenizer else ''}")
-            model = build_hf_model(kind, vocab_size=151936 if tokenizer else 512)
+            name = f"{kind}{'-tok' if tokenizer else ''}{f'-{scaling}' if scaling else ''}"
+            folder = tmp_path_factory.mktemp(name)
+            model = build_hf_model(kind, vocab_size=151936 if tokenizer else 512, **scaled_overrides(scaling))
             model.save_pretrained(str(folder), safe_serialization=True)
             if tokenizer:
                 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir

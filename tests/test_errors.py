@@ -47,8 +47,8 @@ def test_unknown_architecture(copy_of) -> None:
 
 def test_unsupported_rope_scaling(copy_of) -> None:
     folder = copy_of()
-    edit_config(folder, rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0})
-    with pytest.raises(UnsupportedModelError, match="yarn"):
+    edit_config(folder, rope_parameters={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 4.0})
+    with pytest.raises(UnsupportedModelError, match="'dynamic'.*breaks prefix reuse"):
         engine.load(str(folder))
 
 

@@ -45,6 +45,7 @@ _LAYER_NAMES = {
 }
 _TOP_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight"}
 _TOP_NAMES["output.weight"] = "lm_head.weight"
+ROPE_FREQS = "rope_freqs.weight"  # llama.cpp's Llama 3 rope scaling: each frequency pair's divisor
 
 
 def _hf_name(name: str) -> str:
@@ -54,8 +55,13 @@ def _hf_name(name: str) -> str:
     parts = name.split(".", 2)
     if parts[0] == "blk" and len(parts) == 3 and parts[2] in _LAYER_NAMES:
         return f"model.layers.{parts[1]}.{_LAYER_NAMES[parts[2]]}"
-    what = " (RoPE frequency factors, as in Llama 3 rope scaling)" if name == "rope_freqs.weight" else ""
-    raise UnsupportedModelError(f"GGUF tensor {name}{what} is not implemented; refused rather than ignored")
+    raise UnsupportedModelError(f"GGUF tensor {name} is not implemented; refused rather than ignored")
+
+
+def _as_float32(tensor: Any) -> np.ndarray:
+    from gguf.quants import dequantize
+
+    return np.asarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
 
 
 def _unpermute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -147,18 +153,20 @@ def _damage(out: Path) -> str | None:
 
 
 def _dequantized(path: Path) -> tuple[dict[str, torch.Tensor], ModelConfig, dict[str, Any]]:
-    """Every tensor of the GGUF dequantized to float32 under its Hugging Face name, the config, the metadata."""
-    from gguf.quants import dequantize
+    """Every tensor of the GGUF dequantized to float32 under its Hugging Face name (but `rope_freqs.weight`,
+    read into the config), the config, the metadata."""
 
     reader = _open(path)
     try:
         meta = _metadata(reader)
-        names = {t.name for t in reader.tensors}
-        config = ModelConfig.from_gguf(meta, has_output_weight="output.weight" in names)
+        by_name = {t.name: t for t in reader.tensors}
+        freqs = by_name.pop(ROPE_FREQS, None)  # Llama 3 rope scaling: read into the config, not a weight
+        rope_freqs = None if freqs is None else _as_float32(freqs).reshape(-1).tolist()
+        config = ModelConfig.from_gguf(meta, "output.weight" in by_name, rope_freqs)
         tensors: dict[str, torch.Tensor] = {}
-        for t in reader.tensors:
+        for t in by_name.values():
             hf = _hf_name(t.name)
-            w = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
+            w = _as_float32(t)
             if config.arch == "llama" and t.name.endswith(("attn_q.weight", "attn_k.weight")):
                 w = _unpermute(w, config.num_heads if "attn_q" in t.name else config.num_kv_heads)
             tensors[hf] = torch.from_numpy(np.array(w, copy=True))

@@ -1,3 +1,4 @@
 """The model math, written out: the config (`config`, what is refused in `config_checks`, `synthetic:` shapes
-in `presets`), the building blocks (`layers`: RMSNorm, grouped-query attention, SwiGLU; `rotary`: RoPE), the
-attention kernels (`causal_attention`), the `Decoder` (`decoder`) and next-token choice (`sampling`)."""
+in `presets`), the building blocks (`layers`: RMSNorm, grouped-query attention, SwiGLU; `rotary`: RoPE;
+`rope_scaling`: YaRN and Llama 3 scaling), the attention kernels (`causal_attention`), the `Decoder`
+(`decoder`) and next-token choice (`sampling`)."""

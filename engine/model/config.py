@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from engine.errors import UnsupportedModelError
-from engine.model.config_checks import refuse_unsupported_gguf, refuse_unsupported_hf, rope_theta
+from engine.model.config_checks import refuse_unsupported_gguf, refuse_unsupported_hf, rope_parameters
+from engine.model.rope_scaling import RopeScaling, scaling_from_gguf, scaling_from_hf
 
 # Hugging Face class name or model_type -> our architecture name.
 _HF_ARCHS = {
@@ -32,12 +33,13 @@ class ModelConfig:
     intermediate_size: int
     rope_theta: float
     rms_norm_eps: float
-    max_position_embeddings: int
+    max_position_embeddings: int  # the context length served: with YaRN, factor x the original window
     tie_word_embeddings: bool
     qkv_bias: bool  # Qwen2 always; Llama/Qwen3 when attention_bias
     o_bias: bool
     mlp_bias: bool
     qk_norm: bool  # Qwen3: per-head RMSNorm on q and k before RoPE
+    rope_scaling: RopeScaling | None = None  # YaRN or Llama 3; None: plain RoPE
 
     def __post_init__(self) -> None:
         bad = next((name for name, v in asdict(self).items() if type(v) is int and v < 1), None)  # sizes
@@ -70,8 +72,12 @@ class ModelConfig:
             raise UnsupportedModelError(
                 f"unknown architecture {names[0] or '(none given)'}; supported: {', '.join(SUPPORTED)}"
             )
-        refuse_unsupported_hf(d, arch)
         try:
+            rope = rope_parameters(d)
+            context = int(d.get("max_position_embeddings", 4096))
+            scaling = scaling_from_hf(rope, context)
+            context = scaling.context_length(context) if scaling else context
+            refuse_unsupported_hf(d, arch, context)
             hidden, heads = int(d["hidden_size"]), int(d["num_attention_heads"])
             bias = bool(d.get("attention_bias", False))
             return cls(
@@ -83,14 +89,15 @@ class ModelConfig:
                 num_kv_heads=int(d.get("num_key_value_heads") or heads),
                 head_dim=int(d.get("head_dim") or hidden // max(heads, 1)),
                 intermediate_size=int(d["intermediate_size"]),
-                rope_theta=rope_theta(d),
+                rope_theta=rope["rope_theta"],
                 rms_norm_eps=float(d.get("rms_norm_eps", 1e-6)),
-                max_position_embeddings=int(d.get("max_position_embeddings", 4096)),
+                max_position_embeddings=context,
                 tie_word_embeddings=bool(d.get("tie_word_embeddings", False)),
                 qkv_bias=arch == "qwen2" or bias,  # transformers' Qwen2 always has q/k/v biases
                 o_bias=arch != "qwen2" and bias,
                 mlp_bias=arch == "llama" and bool(d.get("mlp_bias", False)),  # only Llama reads mlp_bias
                 qk_norm=arch == "qwen3",
+                rope_scaling=scaling,
             )
         except KeyError as e:
             raise UnsupportedModelError(f"config.json lacks required field {e.args[0]!r}") from None
@@ -98,8 +105,11 @@ class ModelConfig:
             raise UnsupportedModelError(f"config.json has a field of the wrong type: {e}") from None
 
     @classmethod
-    def from_gguf(cls, meta: dict[str, Any], has_output_weight: bool) -> ModelConfig:
-        """Build from GGUF key/values (already decoded to Python values)."""
+    def from_gguf(
+        cls, meta: dict[str, Any], has_output_weight: bool, rope_freqs: list[float] | None = None
+    ) -> ModelConfig:
+        """Build from GGUF key/values (already decoded to Python values) and the `rope_freqs.weight` tensor's
+        values where the file holds one (Llama 3 rope scaling)."""
         arch = meta.get("general.architecture")
         if arch not in ("llama", "qwen2", "qwen3"):
             raise UnsupportedModelError(f"unknown GGUF architecture {arch!r}; supported: llama, qwen2, qwen3")
@@ -112,8 +122,11 @@ class ModelConfig:
 
         heads = int(get("attention.head_count"))
         hidden = int(get("embedding_length"))
-        refuse_unsupported_gguf(meta, arch, int(get("attention.key_length", hidden // max(heads, 1))))
+        head_dim = int(get("attention.key_length", hidden // max(heads, 1)))
+        refuse_unsupported_gguf(meta, arch, head_dim)
         vocab = meta.get(f"{arch}.vocab_size") or len(meta.get("tokenizer.ggml.tokens") or [])
+        theta, context = float(get("rope.freq_base", 10000.0)), int(get("context_length", 4096))
+        scaling = scaling_from_gguf(meta, arch, context, theta, head_dim, rope_freqs)
         return cls(
             arch=arch,
             vocab_size=int(vocab),
@@ -121,22 +134,24 @@ class ModelConfig:
             num_layers=int(get("block_count")),
             num_heads=heads,
             num_kv_heads=int(get("attention.head_count_kv", heads)),
-            head_dim=int(get("attention.key_length", hidden // heads)),
+            head_dim=head_dim,
             intermediate_size=int(get("feed_forward_length")),
-            rope_theta=float(get("rope.freq_base", 10000.0)),
+            rope_theta=theta,
             rms_norm_eps=float(get("attention.layer_norm_rms_epsilon", 1e-6)),
-            max_position_embeddings=int(get("context_length", 4096)),
+            max_position_embeddings=scaling.context_length(context) if scaling else context,
             tie_word_embeddings=not has_output_weight,
             qkv_bias=arch == "qwen2",
             o_bias=False,
             mlp_bias=False,
             qk_norm=arch == "qwen3",
+            rope_scaling=scaling,
         )
 
     def to_hf(self) -> dict[str, Any]:
         """A config.json that both this module and `transformers` read back to the same shape."""
         hf_class = {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "llama": "LlamaForCausalLM"}
-        return {
+        scaling = {"rope_scaling": self.rope_scaling.to_hf()} if self.rope_scaling else {}
+        return scaling | {
             "architectures": [hf_class[self.arch]],
             "model_type": self.arch,
             "vocab_size": self.vocab_size,

@@ -41,7 +41,9 @@ class Decoder(nn.Module):
             if cfg.tie_word_embeddings
             else empty_param(cfg.vocab_size, cfg.hidden_size, dtype=dtype, device=device)
         )
-        self.rope = Rotary(cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings, device)
+        self.rope = Rotary(
+            cfg.head_dim, cfg.rope_theta, cfg.max_position_embeddings, device, cfg.rope_scaling
+        )
 
     @torch.inference_mode()
     def forward(

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from engine.model.config import ModelConfig
 
+# What Qwen's model cards add to config.json for 131,072-token contexts (Qwen2.5 and Qwen3 alike).
+QWEN_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+
 
 def _qwen2(hidden: int, layers: int, heads: int, kv: int, inter: int, vocab: int, tied: bool) -> ModelConfig:
     return ModelConfig(
@@ -52,4 +55,14 @@ SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
         mlp_bias=False,
         qk_norm=True,
     ),
+}
+
+
+def _long(cfg: ModelConfig) -> ModelConfig:
+    """The model as its config.json reads with Qwen's YaRN added: a context of 4 x 32,768 = 131,072 tokens."""
+    return ModelConfig.from_hf(cfg.to_hf() | {"rope_scaling": QWEN_YARN})
+
+
+SYNTHETIC_PRESETS |= {
+    f"{name}-128k": _long(SYNTHETIC_PRESETS[name]) for name in ("qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b")
 }

@@ -1,19 +1,36 @@
-"""Rotary position embedding (rotate-half RoPE): the tables, the rotation, and relocation of rotated keys."""
+"""Rotary position embedding (rotate-half RoPE), optionally scaled (YaRN, Llama 3: `rope_scaling`): the tables,
+the rotation, and relocation of rotated keys."""
 
 from __future__ import annotations
 
 import torch
 
+from engine.model.rope_scaling import RopeScaling, plain_inv_freq
+
 
 class Rotary:
-    """Rotate-half RoPE. cos/sin for every position up to the context length are built once; a forward
-    gathers its positions' rows once (`at`) and every layer rotates q and k with them."""
+    """Rotate-half RoPE. cos/sin for every position up to the context length are built once, in float32 from
+    the (scaled) inverse frequencies and times the scaling's magnitude factor; a forward gathers its
+    positions' rows once (`at`) and every layer rotates q and k with them."""
 
-    def __init__(self, head_dim: int, theta: float, max_positions: int, device: torch.device) -> None:
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+    def __init__(
+        self,
+        head_dim: int,
+        theta: float,
+        max_positions: int,
+        device: torch.device,
+        scaling: RopeScaling | None = None,
+    ) -> None:
+        inv_freq = plain_inv_freq(theta, head_dim)
+        if scaling is not None:
+            inv_freq = scaling.inv_freq(inv_freq, theta, head_dim)
+        magnitude = 1.0 if scaling is None else scaling.attention_factor
         # Both halves of a head share the frequencies, so the tables keep one half.
         freqs = torch.outer(torch.arange(max_positions, dtype=torch.float32), inv_freq)
-        self.cos, self.sin = freqs.cos().to(device), freqs.sin().to(device)
+        cos, sin = freqs.cos(), freqs.sin()
+        if magnitude != 1.0:
+            cos, sin = cos * magnitude, sin * magnitude
+        self.cos, self.sin = cos.to(device), sin.to(device)
         self.inv_freq = inv_freq.to(device)
 
     def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,8 +50,11 @@ class Rotary:
 
     def shift(self, x: torch.Tensor, delta: int) -> torch.Tensor:
         """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
-        composes, R(p + delta) = R(delta) R(p). x `[..., head_dim]`; the angle is taken in float64."""
+        composes, R(p + delta) = R(delta) R(p), under the scaled frequencies too. A pure rotation: the
+        scaling's magnitude factor is already in x and is not applied again. x `[..., head_dim]`; cos and
+        sin of the angle are taken in float64, the rotation in float32, and the result rounded once to x's
+        dtype."""
         if delta == 0:
             return x
         angle = delta * self.inv_freq.double()
-        return Rotary.rotate(x, angle.cos().to(x.dtype), angle.sin().to(x.dtype))
+        return Rotary.rotate(x.float(), angle.cos().float(), angle.sin().float()).to(x.dtype)

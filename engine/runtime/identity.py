@@ -15,14 +15,18 @@ from engine.loading.sources import ModelSource
 def identity(
     source: ModelSource, dtype: torch.dtype, device: torch.device, block_size: int, cache_tokens: int
 ) -> dict[str, Any]:
-    """Model, weights digest, architecture, dtype, device, the host CPU's capability (torch's vector level
-    and its bfloat16 matrix instructions), cache geometry and library versions."""
+    """Model, weights digest, architecture, context length and RoPE scaling, dtype, device, the host CPU's
+    capability (torch's vector level and its bfloat16 matrix instructions), cache geometry and library
+    versions."""
+    scaling = source.config.rope_scaling
     return {
         "model": source.model_id,
         "source": source.kind,
         "synthetic_weights": source.synthetic,
         "weights_digest": source.digest,
         "arch": source.config.arch,
+        "context_length": source.config.max_position_embeddings,
+        "rope_scaling": scaling.to_hf() if scaling else None,
         "dtype": dtype_name(dtype),
         "device": str(device),
         "device_name": device_description(device),

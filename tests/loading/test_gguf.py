@@ -1,6 +1,7 @@
 """The bundled SmolLM2 GGUF: dequantized by us, checked against transformers' own GGUF loader; GGUF features we
 lack (metadata keys, tensors) refused by name, and a truncated file one clear line; a converted folder that no
-longer holds what was converted into it is converted again, never served."""
+longer holds what was converted into it is converted again, never served. GGUF rope scaling:
+test_gguf_rope_scaling.py."""
 
 from __future__ import annotations
 
@@ -71,21 +72,16 @@ def test_conversion_is_cached(smollm2, monkeypatch) -> None:
     assert again.source.digest == smollm2.source.digest
 
 
-def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
-    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+def gguf_file(path: Path, meta: dict[str, Any], tensors: dict[str, np.ndarray]) -> Path:
+    """A llama GGUF with these key/values (int: uint32, float: float32, str, list: array) and tensors."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), "llama")
-    writer.add_block_count(1)
-    writer.add_embedding_length(8)
-    writer.add_head_count(2)
-    writer.add_feed_forward_length(16)
-    writer.add_context_length(64)
-    writer.add_token_list(["a", "b", "c"])
-    for key, value in extra.items():
-        (writer.add_string if isinstance(value, str) else writer.add_uint32)(f"llama.{key}", value)
-    for name in tensor_names:
-        writer.add_tensor(name, np.zeros((3, 8), dtype=np.float32))
+    for key, value in meta.items():
+        add = {str: writer.add_string, float: writer.add_float32, list: writer.add_array}
+        add.get(type(value), writer.add_uint32)(key, value)
+    for name, tensor in tensors.items():
+        writer.add_tensor(name, tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -93,12 +89,35 @@ def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] 
     return path
 
 
+def write_gguf(path: Path, extra: dict[str, Any], tensor_names: tuple[str, ...] = ()) -> Path:
+    """A GGUF holding metadata (and zero tensors): enough to reach the config and tensor-name checks."""
+    shape = {"block_count": 1, "embedding_length": 8, "attention.head_count": 2, "feed_forward_length": 16}
+    meta = {f"llama.{k}": v for k, v in (shape | {"context_length": 64} | extra).items()}
+    zeros = {name: np.zeros((3, 8), dtype=np.float32) for name in tensor_names}
+    return gguf_file(path, meta | {"tokenizer.ggml.tokens": ["a", "b", "c"]}, zeros)
+
+
 GGUF_CASES = [
     pytest.param(
-        {"rope.scaling.type": "yarn"},
+        {"rope.scaling.type": "linear", "rope.scaling.factor": 2.0},
         (),
-        r"GGUF metadata llama\.rope\.scaling\.type = 'yarn'",
-        id="rope scaling",
+        r"GGUF metadata llama\.rope\.scaling\.type = 'linear' is not implemented \(supported: none, yarn",
+        id="linear rope scaling",
+    ),
+    pytest.param(
+        {"rope.scaling.type": "longrope"}, (), r"rope\.scaling\.type = 'longrope' is not", id="longrope"
+    ),
+    pytest.param(
+        {"rope.scaling.factor": 2.0},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.factor = 2\.0 is not implemented",
+        id="a scaling factor without a scaling type",
+    ),
+    pytest.param(
+        {"rope.scaling.type": "yarn", "rope.scaling.factor": 4.0, "rope.scaling.yarn_attn_factor": 0.5},
+        (),
+        r"GGUF metadata llama\.rope\.scaling\.yarn_attn_factor = 0\.5 is not implemented",
+        id="llama.cpp's own yarn attention factor",
     ),
     pytest.param(
         {"attention.sliding_window": 16}, (), r"llama\.attention\.sliding_window = 16", id="sliding window"
@@ -113,8 +132,8 @@ GGUF_CASES = [
     pytest.param(
         {},
         ("rope_freqs.weight",),
-        r"GGUF tensor rope_freqs\.weight \(RoPE frequency",
-        id="rope frequency factors",
+        r"GGUF tensor rope_freqs\.weight has 24 values, not head_dim / 2 = 2",
+        id="rope frequency factors of the wrong size",
     ),
     pytest.param(
         {},
@@ -126,12 +145,13 @@ GGUF_CASES = [
 
 
 @pytest.mark.parametrize(("meta", "names", "message"), GGUF_CASES)
-def test_gguf_features_we_lack_are_refused(tmp_path, meta, names, message) -> None:
+def test_gguf_features_we_lack_are_refused(tmp_path, private_cache, meta, names, message) -> None:
     with pytest.raises(UnsupportedModelError, match=message):
         engine.load(str(write_gguf(tmp_path / "m.gguf", meta, names)))
+    assert not any((private_cache / "gguf").glob("*"))  # refused before anything is converted or kept
 
 
-def test_gguf_truncated_to_1000_bytes(tmp_path) -> None:
+def test_gguf_truncated_to_1000_bytes(tmp_path, private_cache) -> None:
     bad = tmp_path / "cut.gguf"
     bad.write_bytes(alias_path("smollm2-135m").read_bytes()[:1000])
     with pytest.raises(WeightsError, match=r"cut\.gguf: truncated or corrupt \(1,000 bytes;") as caught:
