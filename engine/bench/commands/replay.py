@@ -18,7 +18,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from engine.arguments import float_flag, int_flag
 from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.endpoint import add_endpoint_args
 from engine.bench.harness.replayer import Conversation, Replayer, Request, finished_turns
 from engine.bench.harness.trace_analysis import run_analysis
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
@@ -74,6 +76,20 @@ def register(commands: Any) -> None:
         help="with --analyze: local cache hit rate against capacity (to --cache-tokens), per eviction policy",
     )
     add_bench_args(p)
+    add_endpoint_args(p)
+    p.add_argument(
+        "--concurrency",
+        type=int_flag(1),
+        default=None,
+        help="with --endpoint: sessions in flight at once (default 1)",
+    )
+    p.add_argument(
+        "--request-rate",
+        type=float_flag(positive=True),
+        default=None,
+        metavar="R",
+        help="with --endpoint: Poisson arrivals, R requests per second (seeded by --seed)",
+    )
     p.set_defaults(func=main)
 
 
@@ -84,6 +100,14 @@ def load_requests(args: argparse.Namespace) -> list[TraceRequest]:
 
 def main(args: argparse.Namespace) -> int:
     requests = load_requests(args)
+    if args.endpoint is not None:
+        from engine.bench.commands.replay_endpoint import replay_endpoint  # the SDKs load only here
+
+        return replay_endpoint(args, requests)
+    if args.concurrency is not None or args.request_rate is not None:
+        raise TraceError(
+            "--concurrency and --request-rate pace requests to a live server: add --endpoint URL"
+        )
     if args.analyze:
         return run_analysis(args, requests, rule_names(args.rules or ALL))
     if args.rules is not None or args.pressure:

@@ -1,0 +1,112 @@
+"""`python -m engine.bench replay TRACE --endpoint URL`: the trace's requests sent, streamed, to a live server
+(any OpenAI- or Anthropic-compatible one), and per request the TTFT and the cached tokens it reported beside
+what this project's prefix cache predicts for what was actually sent and received."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from engine.bench.harness.endpoint import Endpoint, open_endpoint
+from engine.bench.harness.prediction import Predictor
+from engine.bench.harness.sending import body_for, send_all
+from engine.bench.harness.streamed import Exchange, OpenStreams, send
+from engine.bench.harness.trace_analysis import open_tokenizer
+from engine.bench.reporting.endpoint_report import (
+    REQUEST_COLUMNS,
+    SUMMARY_COLUMNS,
+    Row,
+    write_endpoint_results,
+)
+from engine.bench.reporting.replay_report import table
+from engine.bench.reporting.results import run_environment
+from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
+from engine.devices import resolve_device, resolve_dtype
+from engine.errors import TraceError
+from engine.kv.block_manager import BlockManager
+from engine.kv.pool import KVCache
+from engine.loading.sources import ModelSource
+from engine.traces.bodies import as_sent, request_body
+from engine.traces.providers.local import LocalRule
+from engine.traces.rendering import TraceRenderer
+from engine.traces.request import TraceRequest
+
+
+def check_endpoint_flags(args: argparse.Namespace) -> None:
+    """Refuse what a run against a live server cannot do, before any work."""
+    if args.analyze or args.pressure or args.rules is not None:
+        raise TraceError(
+            "--endpoint sends the trace to a server: --analyze, --rules and --pressure run without one"
+        )
+    if args.concurrency is not None and args.request_rate is not None:
+        raise TraceError(
+            "give --concurrency N (closed loop) or --request-rate R (Poisson arrivals), not both"
+        )
+
+
+def prediction_blocks(args: argparse.Namespace, source: ModelSource) -> BlockManager:
+    """The predicting cache: --block-size, capacity --cache-tokens / --cache-gb (else the engine's default),
+    sized as the server's cache should be (match them), never allocated."""
+    dtype = resolve_dtype(args.dtype, resolve_device(args.device))
+    num_blocks = KVCache.blocks_in_budget(
+        source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
+    )
+    return BlockManager(num_blocks, args.block_size, b"endpoint-prediction")
+
+
+def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> int:
+    check_endpoint_flags(args)
+    check_out(args)
+    endpoint: Endpoint = open_endpoint(args)
+    model = endpoint.served_model(args.served_model)
+    bodies = [
+        body_for(request_body(r, args.api, f"request {i + 1}"), model, args.max_tokens, args.temperature)
+        for i, r in enumerate(requests)
+    ]
+    sent = [as_sent(r, b, args.api) for r, b in zip(requests, bodies, strict=True)]  # what the server renders
+    source, tokenizer = open_tokenizer(args)
+    version = endpoint.version()
+    client = endpoint.client()
+
+    def one(i: int, streams: OpenStreams) -> Exchange:
+        return send(args.api, client, bodies[i], args.timeout, streams, secret=endpoint.key)
+
+    concurrency = args.concurrency or 1
+    result = send_all(sent, one, concurrency, args.request_rate, args.seed)
+    if result.partial and not result.sent:
+        return interrupted(0, "requests", None)
+    blocks = prediction_blocks(args, source)
+    predictor = Predictor(TraceRenderer(tokenizer, source.eos_ids), LocalRule(blocks))
+    rows = [Row(s, predictor.feed(s.request, s.exchange)) for s in result.sent]
+
+    sessions = list(dict.fromkeys(r.session for r in requests))
+    name = sessions[0] if len(sessions) == 1 else f"{len(sessions)}-sessions"
+    out = named_run_dir(args, f"replay-endpoint-{slug(name)}-{slug(endpoint.host)}-{model_slug(model)}")
+    arrivals = (
+        f"Poisson, {args.request_rate:g} requests/s (seed {args.seed})"
+        if args.request_rate is not None
+        else f"closed loop, {concurrency} session(s) at once"
+    )
+    info = {
+        "endpoint": endpoint.host,
+        "api": args.api,
+        "served_model": model,
+        "server_version": version,
+        "model": source.model_id,
+        "block_size": args.block_size,
+        "cache_tokens": blocks.num_blocks * args.block_size,
+        "arrivals": arrivals,
+    }
+    env = run_environment(info, "replay --endpoint", args, result.partial)
+    env["options"]["endpoint"] = endpoint.host  # never the path, query or anything but the host
+    summary = write_endpoint_results(out, f"Trace replay against {endpoint.host}: {name}", env, rows)
+    print(table([r.shown() for r in rows], REQUEST_COLUMNS))
+    print(table(summary, SUMMARY_COLUMNS))
+    if summary[0]["disagreements"]:
+        print(
+            f"[{summary[0]['disagreements']} request(s) where reported and predicted cached tokens differ: see report.md]",
+            file=sys.stderr,
+        )
+    if result.partial:
+        return interrupted(len(rows), "requests", out)
+    return written(out)
