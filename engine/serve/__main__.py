@@ -89,7 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     api_key = args.api_key if args.api_key is not None else os.environ.get(KEY_VARIABLE) or None
     recorder = Recorder(args.record) if args.record is not None else None
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
-    engine = load(args.model, args.device, args.dtype, seed=args.seed, max_num_seqs=args.max_num_seqs, **engine_options(args))
+    engine = load(
+        args.model,
+        args.device,
+        args.dtype,
+        seed=args.seed,
+        max_num_seqs=args.max_num_seqs,
+        **engine_options(args),
+    )
     if engine.source.synthetic:
         print(f"[{args.model}: synthetic random weights: the text is meaningless, the cache facts are real]")
     names = args.served_model_name or [args.model]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from engine.bench.harness.endpoint import Endpoint, open_endpoint
+from engine.bench.harness.endpoint import RESET_ROUTES, Endpoint, open_endpoint
 from engine.bench.harness.prediction import Predictor
 from engine.bench.harness.sending import body_for, send_all
 from engine.bench.harness.streamed import Exchange, OpenStreams, send
@@ -22,7 +22,7 @@ from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import run_environment
 from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
 from engine.devices import resolve_device, resolve_dtype
-from engine.errors import TraceError
+from engine.errors import EndpointError, TraceError
 from engine.kv.block_manager import BlockManager
 from engine.kv.pool import KVCache
 from engine.loading.sources import ModelSource
@@ -66,6 +66,14 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
     sent = [as_sent(r, b, args.api) for r, b in zip(requests, bodies, strict=True)]  # what the server renders
     source, tokenizer = open_tokenizer(args)
     version = endpoint.version()
+    start = "not reset: the prediction starts from an empty cache (pass --reset-cache)"
+    if args.reset_cache:
+        route = endpoint.reset_prefix_cache()
+        if route is None:
+            raise EndpointError(
+                f"--reset-cache: {endpoint.host} has no prefix-cache reset route ({', '.join(RESET_ROUTES)})"
+            )
+        start = f"emptied by POST {route}"
     client = endpoint.client()
 
     def one(i: int, streams: OpenStreams) -> Exchange:
@@ -96,6 +104,7 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
         "block_size": args.block_size,
         "cache_tokens": blocks.num_blocks * args.block_size,
         "arrivals": arrivals,
+        "server_cache_at_start": start,
     }
     env = run_environment(info, "replay --endpoint", args, result.partial)
     env["options"]["endpoint"] = endpoint.host  # never the path, query or anything but the host

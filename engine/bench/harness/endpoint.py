@@ -48,6 +48,11 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
         help="per-request limit, seconds (default 600)",
     )
     g.add_argument("--retries", type=int_flag(0), default=0, help="retries of a failed request (default 0)")
+    g.add_argument(
+        "--reset-cache",
+        action="store_true",
+        help="empty the server's prefix cache first (POST /reset_prefix_cache: vLLM, SGLang, engine.serve)",
+    )
     g.add_argument("--api-key-env", metavar="NAME", default=None, help="environment variable holding the key")
 
 
@@ -103,16 +108,20 @@ class Endpoint:
             return given
         try:
             r = self._http("GET", "/v1/models")
-            r.raise_for_status()
-            return str(r.json()["data"][0]["id"])
-        except (
-            *probe_failures(),
-            KeyError,
-            IndexError,
-            TypeError,
-        ) as e:  # unreachable, refused, another shape
+        except probe_failures() as e:
+            raise EndpointError(f"cannot reach {self.host} ({type(e).__name__}): is the server up?") from None
+        if r.status_code != 200:
+            hint = (
+                " (is the key right? it is read from the environment)" if r.status_code in (401, 403) else ""
+            )
             raise EndpointError(
-                f"cannot list the models of {self.host} ({type(e).__name__}: {str(e)[:120]}): pass --served-model NAME"
+                f"GET /v1/models on {self.host} answered HTTP {r.status_code}{hint}: pass --served-model NAME"
+            )
+        try:
+            return str(r.json()["data"][0]["id"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise EndpointError(
+                f"{self.host} lists no model at /v1/models: pass --served-model NAME"
             ) from None
 
     def version(self) -> str | None:

@@ -173,7 +173,7 @@ def write_endpoint_results(
         f"- endpoint: `{env['endpoint']}` ({env['api']} API), served model `{env['served_model']}`, "
         f"server version {env['server_version'] or NOT_REPORTED}",
         f"- prediction: tokenizer of `{env['model']}`, block size {env['block_size']}, "
-        f"cache of {env['cache_tokens']:,} tokens",
+        f"cache of {env['cache_tokens']:,} tokens; the server's cache at the start: {env['server_cache_at_start']}",
         f"- arrivals: {env['arrivals']}; max {env['options']['max_tokens']} tokens per reply, "
         f"temperature {env['options']['temperature']}",
         "",
