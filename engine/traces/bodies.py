@@ -24,10 +24,27 @@ OPENAI, ANTHROPIC = "openai", "anthropic"
 PARSED_AS = {OPENAI: "openai-chat", ANTHROPIC: "anthropic"}  # the trace format a body of each API is
 
 
+def with_call_ids(messages: list[Message]) -> list[Message]:
+    """The messages with every tool call and tool result paired by an id, as both APIs require: a call
+    without one gets `call_<message>_<k>`, a result without one the id of the next unanswered call before it."""
+    out: list[Message] = []
+    pending: list[str] = []
+    for i, m in enumerate(messages):
+        if m.get("tool_calls"):
+            calls = [c if c.get("id") else c | {"id": f"call_{i}_{k}"} for k, c in enumerate(m["tool_calls"])]
+            m, pending = m | {"tool_calls": calls}, [c["id"] for c in calls]
+        elif m["role"] == "tool":
+            given = m.get("tool_call_id")
+            m = m if given else m | {"tool_call_id": pending[0] if pending else ""}
+            pending = [p for p in pending if p != m["tool_call_id"]]
+        out.append(m)
+    return out
+
+
 def openai_body(req: TraceRequest) -> dict[str, Any]:
     """The request's `messages` and `tools` as a Chat Completions body (no model or sampling fields)."""
     messages = []
-    for m in req.messages:
+    for m in with_call_ids(req.messages):
         out: dict[str, Any] = {"role": m["role"], "content": m["content"]}
         if m.get("tool_calls"):
             out["content"] = m["content"] or None  # a message of calls only has null content
@@ -65,7 +82,7 @@ def anthropic_body(req: TraceRequest, where: str = "request") -> dict[str, Any]:
         body["tools"] = [_tool(t) for t in req.tools]
         if TOOLS in marks:
             body["tools"][-1]["cache_control"] = _marker(marks[TOOLS])
-    messages = req.messages
+    messages = with_call_ids(req.messages)
     if messages[0]["role"] == "system":
         system = {"type": "text", "text": messages[0]["content"]}
         body["system"] = [system | ({"cache_control": _marker(marks[0])} if 0 in marks else {})]

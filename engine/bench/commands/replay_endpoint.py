@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from engine.bench.harness.endpoint import RESET_ROUTES, Endpoint, open_endpoint
-from engine.bench.harness.prediction import Predictor
+from engine.bench.harness.prediction import Predictor, prediction_blocks
 from engine.bench.harness.sending import body_for, send_all
 from engine.bench.harness.streamed import Exchange, OpenStreams, send
 from engine.bench.harness.trace_analysis import open_tokenizer
@@ -21,11 +21,7 @@ from engine.bench.reporting.endpoint_report import (
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import run_environment
 from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
-from engine.devices import resolve_device, resolve_dtype
 from engine.errors import EndpointError, TraceError
-from engine.kv.block_manager import BlockManager
-from engine.kv.pool import KVCache
-from engine.loading.sources import ModelSource
 from engine.traces.bodies import as_sent, request_body
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
@@ -42,16 +38,6 @@ def check_endpoint_flags(args: argparse.Namespace) -> None:
         raise TraceError(
             "give --concurrency N (closed loop) or --request-rate R (Poisson arrivals), not both"
         )
-
-
-def prediction_blocks(args: argparse.Namespace, source: ModelSource) -> BlockManager:
-    """The predicting cache: --block-size, capacity --cache-tokens / --cache-gb (else the engine's default),
-    sized as the server's cache should be (match them), never allocated."""
-    dtype = resolve_dtype(args.dtype, resolve_device(args.device))
-    num_blocks = KVCache.blocks_in_budget(
-        source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
-    )
-    return BlockManager(num_blocks, args.block_size, b"endpoint-prediction")
 
 
 def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> int:

@@ -25,8 +25,8 @@ RESET_ROUTES = ("/reset_prefix_cache",)  # vLLM's and SGLang's (and engine.serve
 PROBE_TIMEOUT_S = 10.0
 
 
-def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
-    """The flags of a run against a live server (with --endpoint)."""
+def add_endpoint_args(parser: argparse.ArgumentParser, max_tokens: int | None = 256) -> None:
+    """The flags of a run against a live server (with --endpoint); `max_tokens` None: the command's own."""
     g = parser.add_argument_group("live server (--endpoint)")
     g.add_argument("--endpoint", metavar="URL", default=None, help="send the requests to this server")
     g.add_argument("--api", choices=list(API_KEY_ENV), default="openai", help="its API (default openai)")
@@ -36,7 +36,12 @@ def add_endpoint_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="model name to ask for (default: the first of /v1/models)",
     )
-    g.add_argument("--max-tokens", type=int_flag(1), default=256, help="max tokens per reply (default 256)")
+    g.add_argument(
+        "--max-tokens",
+        type=int_flag(1),
+        default=max_tokens,
+        help=f"max tokens per reply (default {max_tokens or 'the scenario reply length'})",
+    )
     g.add_argument(
         "--temperature", type=float_flag(0.0), default=0.0, help="sampling temperature (default 0)"
     )

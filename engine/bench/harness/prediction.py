@@ -12,9 +12,14 @@ failed mid-stream is fed its prompt only.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 
 from engine.bench.harness.streamed import Exchange
+from engine.devices import resolve_device, resolve_dtype
+from engine.kv.block_manager import BlockManager
+from engine.kv.pool import KVCache
+from engine.loading.sources import ModelSource
 from engine.traces.providers.base import RulePrompt
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
@@ -45,3 +50,13 @@ class Predictor:
                 reply = reply[:-1]
         served = self.local.serve(RulePrompt(prompt.ids, 0.0, reply_ids=reply))
         return Predicted(len(prompt.ids), served.cached_tokens)
+
+
+def prediction_blocks(args: argparse.Namespace, source: ModelSource) -> BlockManager:
+    """The predicting cache: --block-size, capacity --cache-tokens / --cache-gb (else the engine's default),
+    sized as the server's cache should be (match them), never allocated."""
+    dtype = resolve_dtype(args.dtype, resolve_device(args.device))
+    num_blocks = KVCache.blocks_in_budget(
+        source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
+    )
+    return BlockManager(num_blocks, args.block_size, b"endpoint-prediction")

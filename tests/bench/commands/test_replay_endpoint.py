@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +16,10 @@ from engine.bench.__main__ import main
 from engine.errors import EngineError
 from engine.traces.load import read_entries
 from engine.traces.shipped import EXAMPLES
-from tests.serve.conftest import Server, start, stop, wait_ready
+from tests.bench.commands.conftest import KEY, KEY_ENV
+from tests.serve.conftest import Server, stop
 
-KEY = "test-key-22-secret"
-KEY_ENV = "KVTESTBED_TEST_ENDPOINT_KEY"
 MAX_TOKENS = "4"
-
-
-@pytest.fixture(scope="module")
-def qwen_dir(tiny_dir: Callable[..., Path]) -> Path:
-    return tiny_dir("qwen2", tokenizer=True)
-
-
-@pytest.fixture(scope="module")
-def server(qwen_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("endpoint") / "server.log"
-    s = start(["--model", str(qwen_dir), "--device", "cpu", "--cache-tokens", "32768", "--api-key", KEY], log)
-    s.key = KEY
-    try:
-        wait_ready(s)
-        yield s
-    finally:
-        stop(s)
 
 
 def replay(
