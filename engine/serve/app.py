@@ -3,7 +3,7 @@ engine thread's start and stop with the app's lifespan.
 
 Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
 `GET /v1/kvtestbed/requests` (the live page's feed), `POST /v1/kvtestbed/reset_prefix_cache` and
-`POST /reset_prefix_cache` (vLLM's and SGLang's name: empty the prefix cache while idle, else 409),
+`POST /reset_prefix_cache` (vLLM's name: empty the prefix cache while idle, else 409),
 `GET /` and `/static/*` (the page), `GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
 `x-api-key: KEY`). No traceback reaches a client: anything unexpected is logged here and answered with a

@@ -5,7 +5,7 @@ Every layout carries the same scripted replies (the server's own replies are str
 predicted, but never carried forward), so the layouts differ only in their layout. Each pass runs every
 layout's conversation whole, the order of the layouts rotated from pass to pass; each conversation starts
 from an empty server cache: a fresh per-conversation `cache_salt` with `--cache-salt` (vLLM), else the
-server's reset route (vLLM, SGLang, engine.serve). Cold baselines are each request again from an empty
+server's reset route (vLLM's and engine.serve's `/reset_prefix_cache`, SGLang's `/flush_cache`). Cold baselines are each request again from an empty
 cache (a unique salt, or a reset before it). A server with neither runs one pass, its layouts sharing its
 cache, and cold baselines are not measured.
 """

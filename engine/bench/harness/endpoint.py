@@ -21,7 +21,8 @@ from engine.arguments import float_flag, int_flag
 from engine.errors import EndpointError
 
 API_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-RESET_ROUTES = ("/reset_prefix_cache",)  # vLLM's and SGLang's (and engine.serve's) name for it
+# vLLM's (with VLLM_SERVER_DEV_MODE=1; engine.serve has it too) and SGLang's, tried in this order
+RESET_ROUTES = ("/reset_prefix_cache", "/flush_cache")
 PROBE_TIMEOUT_S = 10.0
 
 
@@ -56,7 +57,7 @@ def add_endpoint_args(parser: argparse.ArgumentParser, max_tokens: int | None = 
     g.add_argument(
         "--reset-cache",
         action="store_true",
-        help="empty the server's prefix cache first (POST /reset_prefix_cache: vLLM, SGLang, engine.serve)",
+        help="empty the server's prefix cache first (POST /reset_prefix_cache: vLLM, engine.serve; /flush_cache: SGLang)",
     )
     g.add_argument("--api-key-env", metavar="NAME", default=None, help="environment variable holding the key")
 
