@@ -22,9 +22,15 @@ from engine.bench.harness.prediction import Predictor, prediction_blocks
 from engine.bench.harness.sending import Sent, body_for
 from engine.bench.harness.streamed import OpenStreams, send
 from engine.bench.harness.trace_analysis import open_tokenizer
-from engine.bench.reporting.endpoint_report import CONVENTIONS, NOT_REPORTED, REQUEST_COLUMNS, Row
+from engine.bench.reporting.endpoint_report import (
+    CONVENTIONS,
+    NOT_REPORTED,
+    REQUEST_COLUMNS,
+    Row,
+    endpoint_environment,
+)
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
-from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
+from engine.bench.reporting.results import provenance, write_csv, write_json
 from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import build_scenario
@@ -109,18 +115,17 @@ def layout_endpoint(args: argparse.Namespace) -> int:
         else "none (no --cache-salt, no reset route): one pass, the layouts share the server's cache; "
         "cold baselines not measured"
     )
-    info = {
-        "endpoint": endpoint.host,
-        "api": args.api,
-        "served_model": model,
-        "server_version": version,
-        "model": source.model_id,
-        "block_size": args.block_size,
-        "isolation": isolation,
-        "passes": passes,
-    }
-    env = run_environment(info, "layout --endpoint", args, partial)
-    env["options"]["endpoint"] = endpoint.host
+    env = endpoint_environment(
+        "layout --endpoint",
+        args,
+        partial,
+        endpoint.host,
+        model,
+        version,
+        model=source.model_id,
+        isolation=isolation,
+        passes=passes,
+    )
     summary = summarize(rows, names, baseline)
     out = named_run_dir(args, f"layout-endpoint-{slug(endpoint.host)}-{model_slug(model)}")
     flat = [r.shown() | {"pass": p, "kind": kind, "layout": r.sent.request.session} for p, kind, r in rows]

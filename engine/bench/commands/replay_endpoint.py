@@ -16,10 +16,10 @@ from engine.bench.reporting.endpoint_report import (
     REQUEST_COLUMNS,
     SUMMARY_COLUMNS,
     Row,
+    endpoint_environment,
     write_endpoint_results,
 )
 from engine.bench.reporting.replay_report import table
-from engine.bench.reporting.results import run_environment
 from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
 from engine.errors import EndpointError, TraceError
 from engine.traces.bodies import as_sent, request_body
@@ -81,19 +81,18 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
         if args.request_rate is not None
         else f"closed loop, {concurrency} session(s) at once"
     )
-    info = {
-        "endpoint": endpoint.host,
-        "api": args.api,
-        "served_model": model,
-        "server_version": version,
-        "model": source.model_id,
-        "block_size": args.block_size,
-        "cache_tokens": blocks.num_blocks * args.block_size,
-        "arrivals": arrivals,
-        "server_cache_at_start": start,
-    }
-    env = run_environment(info, "replay --endpoint", args, result.partial)
-    env["options"]["endpoint"] = endpoint.host  # never the path, query or anything but the host
+    env = endpoint_environment(
+        "replay --endpoint",
+        args,
+        result.partial,
+        endpoint.host,
+        model,
+        version,
+        model=source.model_id,
+        cache_tokens=blocks.num_blocks * args.block_size,
+        arrivals=arrivals,
+        server_cache_at_start=start,
+    )
     summary = write_endpoint_results(out, f"Trace replay against {endpoint.host}: {name}", env, rows)
     print(table([r.shown() for r in rows], REQUEST_COLUMNS))
     print(table(summary, SUMMARY_COLUMNS))

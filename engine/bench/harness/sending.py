@@ -5,8 +5,9 @@ Two arrival modes, as the serving benchmarks have them. Closed loop (`concurrenc
 flight, each sending its next request when the previous one finished; sessions start in the order of their
 first request. Open loop (`rate`): the trace's requests, in its order, are released at the times of a Poisson
 process of `rate` requests per second (exponential gaps, seeded); a request waits for its release time and
-for the previous request of its session. A Ctrl-C closes the streams in flight and keeps the requests that
-finished (`Sending.partial`).
+for the previous request of its session (at most MAX_OPEN_SESSIONS sessions are in flight: a trace of more
+starts the later ones as earlier ones end, their requests then late). A Ctrl-C closes the streams in flight
+and keeps the requests that finished (`Sending.partial`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from engine.bench.harness.streamed import Exchange, OpenStreams
 from engine.traces.request import TraceRequest
 
 POLL_S = 0.2  # how often the main thread looks up from waiting (so a Ctrl-C is seen at once)
+MAX_OPEN_SESSIONS = (
+    256  # open loop: sessions in flight at most (one thread each); later ones wait for a thread
+)
 
 
 @dataclass
@@ -77,7 +81,7 @@ def send_all(
             with lock:
                 out.sent.append(Sent(i, turn, requests[i], ex, ex.sent_s - start))
 
-    workers = len(sessions) if rate is not None else min(concurrency, len(sessions))
+    workers = min(len(sessions), MAX_OPEN_SESSIONS if rate is not None else concurrency)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="session")
     futures = [pool.submit(run_session, indices) for indices in sessions.values()]
     try:

@@ -16,7 +16,7 @@ from typing import Any
 from engine.bench.harness.prediction import Predicted
 from engine.bench.harness.sending import Sent
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, markdown_text, table
-from engine.bench.reporting.results import provenance, write_csv, write_json
+from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
 from engine.bench.reporting.stats import spread
 
 NOT_REPORTED = "not reported"
@@ -42,6 +42,23 @@ CONVENTIONS = (
     "Predicted: this project's BlockManager fed what was sent and what the server streamed back, tokenized "
     "with the local model's tokenizer."
 )
+
+
+def endpoint_environment(
+    command: str, args: Any, partial: bool, host: str, served_model: str, version: str | None, **facts: Any
+) -> dict[str, Any]:
+    """What a results folder records of a live run: the endpoint by its host alone (in the options too),
+    the API, the served model, its version where reported, the prediction's model and block size, `facts`."""
+    info = {
+        "endpoint": host,
+        "api": args.api,
+        "served_model": served_model,
+        "server_version": version,
+        "block_size": args.block_size,
+    }
+    env = run_environment(info | facts, command, args, partial)
+    env["options"]["endpoint"] = host  # never the path, query or anything but the host
+    return env
 
 
 @dataclass
