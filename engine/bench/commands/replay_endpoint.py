@@ -51,6 +51,8 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
     ]
     sent = [as_sent(r, b, args.api) for r, b in zip(requests, bodies, strict=True)]  # what the server renders
     source, tokenizer = open_tokenizer(args)
+    blocks = prediction_blocks(args, source)  # a bad cache size is refused before anything is sent
+    predictor = Predictor(TraceRenderer(tokenizer, source.eos_ids), LocalRule(blocks))
     version = endpoint.version()
     start = "not reset: the prediction starts from an empty cache (pass --reset-cache)"
     if args.reset_cache:
@@ -69,8 +71,6 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
     result = send_all(sent, one, concurrency, args.request_rate, args.seed)
     if result.partial and not result.sent:
         return interrupted(0, "requests", None)
-    blocks = prediction_blocks(args, source)
-    predictor = Predictor(TraceRenderer(tokenizer, source.eos_ids), LocalRule(blocks))
     rows = [Row(s, predictor.feed(s.request, s.exchange)) for s in result.sent]
 
     sessions = list(dict.fromkeys(r.session for r in requests))
