@@ -167,20 +167,25 @@ def test_a_server_that_cannot_be_reached_is_named(qwen_dir, tmp_path) -> None:
         )
 
 
-LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
+# llama-cpp-python with its server's own dependencies (the `server` extra)
+LLAMA_CPP = all(
+    importlib.util.find_spec(m) is not None for m in ("llama_cpp", "sse_starlette", "starlette_context")
+)
 
 
 @pytest.mark.skipif(
-    not LLAMA_CPP, reason="llama-cpp-python is not installed (pip install 'llama-cpp-python[server]')"
+    not LLAMA_CPP,
+    reason="llama-cpp-python's server is not installed (pip install 'llama-cpp-python[server]')",
 )
 def test_llama_cpp_python_server(tmp_path) -> None:  # pragma: no cover - runs only where it is installed
     import subprocess
     import sys
 
-    from engine.loading.sources import resolve
+    from engine.loading.sources import ALIASES
     from tests.serve.conftest import free_port
 
-    gguf = resolve("smollm2-135m", 0).path
+    package, file = ALIASES["smollm2-135m"]
+    gguf = Path(importlib.util.find_spec(package).origin).parent / file
     port = free_port()
     cmd = [
         sys.executable,
@@ -217,6 +222,8 @@ def wait_ready_models(server: Server) -> None:  # pragma: no cover - llama-cpp-p
 
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"llama-cpp-python server exited:\n{server.log.read_text()}")
         try:
             with urllib.request.urlopen(f"{server.url}/v1/models", timeout=5):
                 return
