@@ -72,3 +72,7 @@ class OutputError(EngineError):
 
 class KVPlanError(EngineError):
     """An approximate K/V plan does not fit its prompt (wrong tokens, wrong length, nothing left to compute)."""
+
+
+class EndpointError(EngineError):
+    """An --endpoint URL that cannot be used, or a live server that cannot be identified or asked."""

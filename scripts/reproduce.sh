@@ -30,6 +30,7 @@ STEPS=(
   "heatmap-status-rows|$HEAT --messages $STATUS_MSGS --layer 20 --head mean --rows last:16 --transform exclude-sink --max-new-tokens 8 --out $R/heatmaps/status-last-rows-layer20.png --overwrite"
   "kv-edit|$PY -m engine.bench kv-edit --model $M --out $R/kv-edit-smollm2-135m-cpu --overwrite"
   "kv-compose|$PY -m engine.bench kv-compose --model $M --out $R/kv-compose-smollm2-135m-cpu --overwrite"
+  "endpoint|$PY scripts/endpoint_run.py --model $M --out $R/endpoint-smollm2-135m-cpu --overwrite"
   "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
   "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --rounds 7 > $R/bench/cpu/interleaved.txt"
 )

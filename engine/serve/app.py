@@ -2,7 +2,9 @@
 engine thread's start and stop with the app's lifespan.
 
 Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
-`GET /v1/kvtestbed/requests` (the live page's feed), `GET /` and `/static/*` (the page), `GET /metrics`.
+`GET /v1/kvtestbed/requests` (the live page's feed), `POST /v1/kvtestbed/reset_prefix_cache` and
+`POST /reset_prefix_cache` (vLLM's name: empty the prefix cache while idle, else 409),
+`GET /` and `/static/*` (the page), `GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
 `x-api-key: KEY`). No traceback reaches a client: anything unexpected is logged here and answered with a
 500 JSON body.
@@ -158,6 +160,18 @@ def create_app(state: ServerState) -> FastAPI:
         if not after.isdigit():
             raise APIError(400, f"after must be a request number (0 or more), got {after!r:.40}", "after")
         return {"requests": state.page.since(int(after))}
+
+    async def reset_prefix_cache() -> dict[str, Any]:
+        if not await asyncio.wrap_future(state.worker.reset_cache()):
+            raise APIError(
+                409,
+                "requests are in flight: the prefix cache is reset only while the server is idle",
+                code="busy",
+            )
+        return {"reset": True}
+
+    for path in ("/v1/kvtestbed/reset_prefix_cache", "/reset_prefix_cache"):
+        app.post(path, dependencies=keyed)(reset_prefix_cache)
 
     @app.get("/metrics")
     async def metrics() -> Response:

@@ -95,6 +95,14 @@ class Processor:
     def has_unfinished(self) -> bool:
         return bool(self.flying)
 
+    def reset_cache(self) -> bool:
+        """Forget every cached block (a later request's miss reason then says `evicted`); False, and nothing
+        done, while requests are in flight."""
+        if self.flying or self.engine.has_unfinished():
+            return False
+        self.engine.reset_cache()
+        return True
+
     def step(self) -> None:
         """One engine step: every request in flight that sampled a token gets its events."""
         try:

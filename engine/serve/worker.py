@@ -4,7 +4,8 @@ The asyncio side submits `Job`s (and aborts them) through a command queue; the t
 engine steps, and each job's events (`Started`, `Delta`, `Finished`, `Failed`, `Aborted`) go back to that
 job's asyncio queue with `loop.call_soon_threadsafe`. What the thread does with jobs is its `Backend`'s
 business (engine/serve/processing.py: the engine's add_request / step / abort, so requests in flight are
-batched by the engine's scheduler).
+batched by the engine's scheduler). A prefix-cache reset is a command too: the thread empties the cache
+between two steps, only when no request is in flight.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import statistics
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -107,12 +109,13 @@ class Backend(Protocol):
     def abort(self, job: Job) -> None: ...
     def has_unfinished(self) -> bool: ...
     def step(self) -> None: ...
+    def reset_cache(self) -> bool: ...
 
 
 class EngineWorker:
     def __init__(self, backend: Backend, max_queue: int) -> None:
         self.backend, self.load, self.max_queue = backend, backend.load, max_queue
-        self.commands: queue.SimpleQueue[tuple[str, Job | None]] = queue.SimpleQueue()
+        self.commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()  # (kind, Job / Future / None)
         self.thread = threading.Thread(target=self._loop, name="kvtestbed-engine", daemon=True)
 
     def start(self) -> None:
@@ -128,11 +131,17 @@ class EngineWorker:
         job.cancelled.set()
         self.commands.put(("abort", job))
 
+    def reset_cache(self) -> Future[bool]:
+        """Empty the prefix cache from the engine thread: True, or False while requests are in flight."""
+        done: Future[bool] = Future()
+        self.commands.put(("reset", done))
+        return done
+
     def stop(self, timeout_s: float = 10.0) -> None:
         self.commands.put(("stop", None))
         self.thread.join(timeout_s)
 
-    def _commands(self, block: bool) -> list[tuple[str, Job | None]]:
+    def _commands(self, block: bool) -> list[tuple[str, Any]]:
         try:
             out = [self.commands.get(block=block)]
         except queue.Empty:
@@ -149,7 +158,9 @@ class EngineWorker:
                 if kind == "stop":
                     return
                 assert job is not None
-                if kind == "add":
+                if kind == "reset":
+                    job.set_result(self.backend.reset_cache())
+                elif kind == "add":
                     self.backend.add(job)
                 else:
                     self.backend.abort(job)

@@ -10,6 +10,7 @@ from typing import Any
 
 from engine.arguments import int_flag
 from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.endpoint import add_endpoint_args
 from engine.bench.harness.replayer import Conversation, Replayer, finished_turns
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
 from engine.bench.reporting.replay_report import (
@@ -24,6 +25,7 @@ from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 from engine.cli import docs_link
+from engine.errors import InvalidArgumentError
 
 # Who writes the replies that join each layout's history (and what a result says about it).
 REPLIES = {
@@ -61,6 +63,12 @@ def register(commands: Any) -> None:
         default="reference",
         help="; ".join(f"{k}: {v}" for k, v in REPLIES.items()),
     )
+    add_endpoint_args(p, max_tokens=None)
+    p.add_argument(
+        "--cache-salt",
+        action="store_true",
+        help="with --endpoint: isolate each conversation by vLLM's cache_salt field instead of a cache reset",
+    )
     p.set_defaults(func=main)
 
 
@@ -80,6 +88,16 @@ def conversations(sc: Scenario, names: list[str], replies: str) -> list[Conversa
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.endpoint is not None:
+        from engine.bench.commands.layout_endpoint import layout_endpoint  # the SDKs load only here
+
+        if args.replies != "reference":
+            raise InvalidArgumentError(
+                "--endpoint carries the scripted replies in every layout: drop --replies"
+            )
+        return layout_endpoint(args)
+    if args.cache_salt:
+        raise InvalidArgumentError("--cache-salt isolates conversations on a live server: add --endpoint URL")
     engine = open_engine(args)
     sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
     convs = conversations(sc, args.layouts, args.replies)

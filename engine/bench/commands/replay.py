@@ -23,8 +23,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from engine.arguments import int_flag
+from engine.arguments import float_flag, int_flag
 from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.endpoint import add_endpoint_args
 from engine.bench.harness.hash_analysis import run_hash_analysis
 from engine.bench.harness.replayer import Conversation, Replayer, Request, finished_turns
 from engine.bench.harness.trace_analysis import run_analysis
@@ -104,6 +105,20 @@ def register(commands: Any) -> None:
         help="with --analyze: local cache hit rate against capacity (to --cache-tokens), per eviction policy",
     )
     add_bench_args(p)
+    add_endpoint_args(p)
+    p.add_argument(
+        "--concurrency",
+        type=int_flag(1),
+        default=None,
+        help="with --endpoint: sessions in flight at once (default 1)",
+    )
+    p.add_argument(
+        "--request-rate",
+        type=float_flag(positive=True),
+        default=None,
+        metavar="R",
+        help="with --endpoint: Poisson arrivals, R requests per second (seeded by --seed)",
+    )
     p.set_defaults(func=main)
 
 
@@ -118,7 +133,7 @@ def load_requests(args: argparse.Namespace) -> Inputs:
 def main(args: argparse.Namespace) -> int:
     inputs = load_requests(args)
     if inputs.hash_traces:
-        if inputs.requests or not args.analyze:
+        if inputs.requests or not args.analyze or args.endpoint is not None:
             raise TraceError(
                 "hash-id traces hold no text: analyze them alone, with --analyze (and --pressure)"
             )
@@ -127,6 +142,19 @@ def main(args: argparse.Namespace) -> int:
     if not requests:
         raise TraceError(
             "these traces hold no requests: " + ("; ".join(inputs.notes) or "nothing to analyze")
+        )
+    if args.endpoint is not None:
+        if not all(r.messages for r in requests):
+            raise TraceError(
+                "these traces hold usage only for some requests (no content to send): replay them "
+                "with --analyze"
+            )
+        from engine.bench.commands.replay_endpoint import replay_endpoint  # the SDKs load only here
+
+        return replay_endpoint(args, requests)
+    if args.concurrency is not None or args.request_rate is not None:
+        raise TraceError(
+            "--concurrency and --request-rate pace requests to a live server: add --endpoint URL"
         )
     if args.analyze:
         return run_analysis(args, requests, rule_names(args.rules or ALL), inputs.notes)
