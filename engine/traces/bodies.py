@@ -17,8 +17,9 @@ from typing import Any
 
 from engine.errors import TraceError
 from engine.prompts.messages import Message
+from engine.traces.blocks import derived_blocks
 from engine.traces.formats import PARSERS
-from engine.traces.request import ONE_HOUR, TOOLS, TraceRequest
+from engine.traces.request import ONE_HOUR, ContentBlock, TraceRequest
 
 OPENAI, ANTHROPIC = "openai", "anthropic"
 PARSED_AS = {OPENAI: "openai-chat", ANTHROPIC: "anthropic"}  # the trace format a body of each API is
@@ -73,25 +74,52 @@ def _marker(ttl_s: float) -> dict[str, str]:
     return {"type": "ephemeral"} | ({"ttl": "1h"} if ttl_s >= ONE_HOUR else {})
 
 
+def _role(block: ContentBlock) -> str | None:
+    return json.loads(block.key).get("role")
+
+
+def normalized_positions(req: TraceRequest, where: str) -> list[int]:
+    """For each of the request's content blocks (`req.blocks`, tools -> system -> messages), the index of
+    the block of the normalized request (`derived_blocks`: what a body built from the messages holds) it
+    became. Blocks the parser joined (several text blocks of one user turn) all map to the joined one."""
+    derived = derived_blocks(req)
+    if not req.blocks:
+        return list(range(len(derived)))
+    out, d = [], 0
+    for block in req.blocks:
+        while d < len(derived):
+            here = derived[d]
+            if here.key == block.key:
+                out.append(d)
+                d += 1
+                break
+            joined = here.section == block.section and _role(here) == _role(block) and block.text in here.text
+            if joined and block.text:
+                out.append(d)
+                break
+            d += 1
+        else:
+            raise TraceError(f"{where}: content block {len(out)} has no place in the request's messages")
+    return out
+
+
 def anthropic_body(req: TraceRequest, where: str = "request") -> dict[str, Any]:
-    """The request as a Messages body (no model, max_tokens or sampling fields); `where` names the
-    request in a refusal."""
-    marks = {b.message: b.ttl_s for b in req.breakpoints}
+    """The request as a Messages body (no model, max_tokens or sampling fields), its `cache_control`
+    breakpoints on the blocks they marked; `where` names the request in a refusal."""
     body: dict[str, Any] = {}
+    emitted: list[dict[str, Any]] = []  # every content block of the body, tools -> system -> messages
     if req.tools:
         body["tools"] = [_tool(t) for t in req.tools]
-        if TOOLS in marks:
-            body["tools"][-1]["cache_control"] = _marker(marks[TOOLS])
+        emitted += body["tools"]
     messages = with_call_ids(req.messages)
     if messages[0]["role"] == "system":
-        system = {"type": "text", "text": messages[0]["content"]}
-        body["system"] = [system | ({"cache_control": _marker(marks[0])} if 0 in marks else {})]
+        body["system"] = [{"type": "text", "text": messages[0]["content"]}]
+        emitted += body["system"]
     turns: list[dict[str, Any]] = []
     first = 1 if "system" in body else 0
     for i, m in enumerate(messages[first:], start=first):
         blocks = _blocks(m, i, where)
-        if i in marks:
-            blocks[-1]["cache_control"] = _marker(marks[i])
+        emitted += [b for b in blocks if b.get("text") != "" or b["type"] != "text"]
         role = "assistant" if m["role"] == "assistant" else "user"
         # a tool result opens or joins a user turn of results; user text joins the results before it
         joins = (
@@ -104,6 +132,10 @@ def anthropic_body(req: TraceRequest, where: str = "request") -> dict[str, Any]:
         else:
             turns.append({"role": role, "content": blocks})
     body["messages"] = turns
+    if req.breakpoints:
+        positions = normalized_positions(req, where)
+        for b in req.breakpoints:
+            emitted[positions[b.block]]["cache_control"] = _marker(b.ttl_s)
     if req.auto_cache_ttl_s is not None:
         body["cache_control"] = _marker(req.auto_cache_ttl_s)
     return body

@@ -41,7 +41,7 @@ def no_key_in(out: Path) -> None:
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
-@pytest.mark.parametrize("fmt", list(EXAMPLES))
+@pytest.mark.parametrize("fmt", [f for f in EXAMPLES if f != "mooncake"])  # hash ids: no text
 def test_reported_cached_tokens_equal_the_prediction(server, qwen_dir, tmp_path, fmt: str, api: str) -> None:
     status, result = replay(
         server, qwen_dir, tmp_path / "out", f"example:{fmt}", "--api", api, "--reset-cache"
@@ -151,6 +151,11 @@ def test_refusals(qwen_dir, tmp_path, flags: list[str], message: str) -> None:
         main(
             ["replay", "example:openai-chat", "--model", str(qwen_dir), "--out", str(tmp_path / "o"), *flags]
         )
+
+
+def test_hash_id_traces_are_not_sent(qwen_dir, tmp_path) -> None:
+    with pytest.raises(EngineError, match="hash-id traces hold no text"):
+        main(["replay", "example:mooncake", "--model", str(qwen_dir), "--endpoint", "http://127.0.0.1:1"])
 
 
 def test_a_server_that_cannot_be_reached_is_named(qwen_dir, tmp_path) -> None:
