@@ -2,7 +2,7 @@
 `python -m engine.serve` on a free loopback port, replay the shipped example traces over both APIs (each from
 an empty server cache), stop the server. One results folder per (example, API) under --out.
 
-    python scripts/endpoint_run.py --model smollm2-135m --out results/endpoint-smollm2-135m-cpu [--overwrite]
+    python scripts/endpoint_run.py --model smollm2-135m [--device cpu] [--dtype float32] --out results/endpoint-smollm2-135m-cpu [--overwrite]
                                    [--max-tokens 32] [--examples openai-chat anthropic ...] [--apis openai anthropic]
 
 The server and the prediction get the same model, block size (16) and cache size, so the reported and the
@@ -27,6 +27,7 @@ from engine.traces.shipped import EXAMPLES  # noqa: E402
 
 READY_S = 300.0
 CACHE_TOKENS = "16384"
+TEXT_EXAMPLES = [name for name in EXAMPLES if name != "mooncake"]  # a hash-id trace has no text to send
 
 
 def free_port() -> int:
@@ -51,17 +52,28 @@ def wait_ready(url: str, process: subprocess.Popen, log: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--overwrite", action="store_true")
     p.add_argument("--max-tokens", default="32")
-    p.add_argument("--examples", nargs="+", choices=list(EXAMPLES), default=list(EXAMPLES))
+    p.add_argument("--examples", nargs="+", choices=TEXT_EXAMPLES, default=TEXT_EXAMPLES)
     p.add_argument("--apis", nargs="+", choices=["openai", "anthropic"], default=["openai", "anthropic"])
     args = p.parse_args()
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     port, log = free_port(), args.out / "server.log"
     url = f"http://127.0.0.1:{port}"
-    model = ["--model", args.model, "--device", "cpu", "--dtype", "float32", "--cache-tokens", CACHE_TOKENS]
+    model = [
+        "--model",
+        args.model,
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+        "--cache-tokens",
+        CACHE_TOKENS,
+    ]
     serve = [sys.executable, "-m", "engine.serve", "--port", str(port), "--log-level", "warning", *model]
     with log.open("w") as out:
         server = subprocess.Popen(serve, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
