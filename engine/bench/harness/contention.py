@@ -1,10 +1,10 @@
 """What else the machine was doing while a pass was timed: the 1-minute load average and this process's CPU
 time (user + system, all its threads) against wall time.
 
-A pass is flagged contended when the load average (the higher of its start and end readings) exceeds the
-machine's logical cores, i.e. more threads wanted to run than there were cores, or, on a CPU run, when the
-process got less than half its torch threads' worth of CPU time over the pass's wall time (it was waiting
-for cores). Both are heuristics that flag a busy machine, not proofs that a timing is off: flagged passes
+A pass is flagged contended when the load average (the higher of its start and end readings) less this run's
+own share of it (its torch threads on a CPU run, up to the cores; one thread on a GPU run) exceeds half a core,
+i.e. other work wanted the cores too, or, on a CPU run, when the process got less than half its torch threads'
+worth of CPU time over the pass's wall time (it was waiting for cores). Both are heuristics that flag a busy machine, not proofs that a timing is off: flagged passes
 stay in every statistic and are listed beside them.
 """
 
@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
+
+OTHERS_LIMIT = 0.5  # cores' worth of other runnable threads (load average) a pass tolerates
 
 
 @dataclass(frozen=True)
@@ -56,8 +58,11 @@ def judge(
 ) -> PassLoad:
     """The pass's record, flagged as the module docstring says."""
     reasons = []
-    if load_1m is not None and load_1m > cores:
-        reasons.append(f"load average {load_1m:.1f} > {cores} cores")
+    own = min(threads, cores) if device.type == "cpu" else 1  # the load this run itself adds
+    if load_1m is not None and load_1m - own > OTHERS_LIMIT:
+        reasons.append(
+            f"load average {load_1m:.1f}, this run's {own} thread{'s' * (own != 1)} on {cores} cores"
+        )
     if device.type == "cpu" and wall_s > 0 and cpu_s / wall_s < threads / 2:
         reasons.append(f"{cpu_s / wall_s:.2f} CPU-s per s for {threads} thread{'s' * (threads != 1)}")
     return PassLoad(wall_s, cpu_s, load_1m, cores, threads, bool(reasons), "; ".join(reasons))
@@ -81,8 +86,8 @@ def contention_note(loads: Sequence[PassLoad], unit: str = "passes") -> str:
         return f"Contention: no {unit} finished."
     if not flagged:
         return (
-            f"Contention: none of the {len(loads)} {unit} was contended (load average within the cores, and "
-            "at least half the threads' CPU time)."
+            f"Contention: none of the {len(loads)} {unit} was contended (load average at most "
+            f"{OTHERS_LIMIT} above this run's own threads, and at least half the threads' CPU time)."
         )
     listed = "; ".join(f"#{i}: {x.why}" for i, x in flagged[:6]) + ("; ..." if len(flagged) > 6 else "")
     return (

@@ -17,8 +17,11 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 def test_a_quiet_pass_is_not_flagged_and_a_busy_one_is_with_its_reason() -> None:
     quiet = judge(wall_s=10.0, cpu_s=19.0, load_1m=1.9, cores=2, threads=2, device=CPU)
     assert not quiet.contended and quiet.why == ""
+    # the run's own two threads make a load of about 2 on 2 cores: not contention
+    assert not judge(wall_s=10.0, cpu_s=19.0, load_1m=2.4, cores=2, threads=2, device=CPU).contended
     loaded = judge(wall_s=10.0, cpu_s=19.0, load_1m=5.5, cores=2, threads=2, device=CPU)
-    assert loaded.contended and loaded.why == "load average 5.5 > 2 cores"
+    assert loaded.contended and loaded.why == "load average 5.5, this run's 2 threads on 2 cores"
+    assert judge(wall_s=10.0, cpu_s=19.0, load_1m=1.6, cores=2, threads=1, device=CPU).contended
     starved = judge(wall_s=10.0, cpu_s=6.0, load_1m=None, cores=2, threads=2, device=CPU)
     assert starved.contended and starved.why == "0.60 CPU-s per s for 2 threads"
     # a GPU run waits on the device, so its CPU time says nothing: only the load average counts there
@@ -55,4 +58,4 @@ def test_the_report_line_counts_the_contended_passes() -> None:
     assert contention_note([]) == "Contention: no passes finished."
     assert contention_note([quiet, quiet]).startswith("Contention: none of the 2 passes was contended")
     line = contention_note([quiet, busy, quiet], "prompts")
-    assert "**1 of 3 prompts contended** (numbered from 0; #1: load average 4.0 > 2 cores)" in line
+    assert "**1 of 3 prompts contended** (numbered from 0; #1: load average 4.0, this run's 2 threads on 2 cores)" in line
