@@ -175,7 +175,8 @@ def test_sdk_errors_and_routes(smollm2_server: Server) -> None:
 
 
 def test_two_concurrent_clients(smollm2_server: Server) -> None:
-    """Two conversations at once: served one at a time in arrival order, each reusing its own first turn."""
+    """Two conversations at once, batched by the engine's scheduler: each keeps its own session and reuses its
+    own first turn."""
     barrier, results, failures = threading.Barrier(2), {}, []
 
     def converse(name: str) -> None:
@@ -209,4 +210,3 @@ def test_two_concurrent_clients(smollm2_server: Server) -> None:
     for name, (first, second) in results.items():
         assert first["session_id"] == second["session_id"] == name
         assert second["previous_request_id"] == first["request_id"] and second["cached_tokens"] > 0
-    assert max(first["timing"]["queue_s"] for first, _ in results.values()) > 0.01  # one waited for the other
