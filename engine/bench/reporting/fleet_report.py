@@ -125,6 +125,10 @@ def plot_ttft_vs_rate(summary: Sequence[dict[str, Any]], out: Path, title: str) 
     ax.set_xlabel("offered load (requests / s)")
     ax.set_ylabel("TTFT from arrival (ms)")
     ax.set_yscale("log")
+    _save(fig, ax, title, out)
+
+
+def _save(fig: plt.Figure, ax: plt.Axes, title: str, out: Path) -> None:
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
@@ -147,12 +151,7 @@ def plot_occupancy(runs: Sequence[FleetRun], total_blocks: int, out: Path, title
         )
     ax.set_xlabel("time since the first arrival (s)")
     ax.set_ylabel("share of the KV pool's blocks")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+    _save(fig, ax, title, out)
 
 
 def write_fleet_results(
