@@ -6,7 +6,10 @@
 # Writes results/bench/<device>/NAME.json (pytest-benchmark), NAME.md (summary) and NAME.png (figure);
 # NAME defaults to "run". With NAME=baseline it (re)writes the baseline and compares nothing.
 # DEVICE=cpu|cuda|mps overrides the choice (default: cuda, then mps, then cpu); THRESHOLD (default 0.25) is
-# the relative growth of a ratio that counts as a regression. Exit status: the comparison's (1: a regression).
+# the relative growth of a ratio that counts as a regression. On a CPU with bfloat16 matrix instructions
+# (AMX-BF16 or AVX512-BF16, as engine.devices detects them) the suite runs twice: in float32 (NAME.*) and in
+# bfloat16 (NAME-bfloat16.*, compared with baseline-bfloat16.json), both dtypes being fast there; elsewhere
+# bfloat16 is emulated and slow, and only float32 runs. Exit status: the comparisons' (1: a regression).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -16,12 +19,22 @@ shift || true
 OUT=results/bench/$DEVICE
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1
-"$PY" -m pytest benchmarks --devices "$DEVICE" --benchmark-json "$OUT/$NAME.json" "$@"
-"$PY" scripts/bench_report.py "$OUT/$NAME.json"
-if [ "$NAME" = baseline ]; then
-  echo "wrote the baseline $OUT/baseline.json"
-elif [ -f "$OUT/baseline.json" ]; then
-  "$PY" scripts/bench_compare.py "$OUT/$NAME.json" "$OUT/baseline.json" --threshold "${THRESHOLD:-0.25}"
-else
-  echo "no $OUT/baseline.json to compare with; make one with: scripts/bench.sh baseline"
+# The dtypes worth timing on this device: float32 on a CPU, plus bfloat16 where the CPU computes it natively
+DTYPES=default
+if [ "$DEVICE" = cpu ] && [ -n "$("$PY" -c 'from engine.devices import cpu_bf16_flags; print(*cpu_bf16_flags())')" ]; then
+  DTYPES="default bfloat16"
 fi
+status=0
+for dtype in $DTYPES; do
+  if [ "$dtype" = default ]; then run=$NAME base=baseline opts=(); else run=$NAME-$dtype base=baseline-$dtype opts=(--dtype "$dtype"); fi
+  "$PY" -m pytest benchmarks --devices "$DEVICE" ${opts[@]+"${opts[@]}"} --benchmark-json "$OUT/$run.json" "$@"
+  "$PY" scripts/bench_report.py "$OUT/$run.json"
+  if [ "$NAME" = baseline ]; then
+    echo "wrote the baseline $OUT/$run.json"
+  elif [ -f "$OUT/$base.json" ]; then
+    "$PY" scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" --threshold "${THRESHOLD:-0.25}" || status=1
+  else
+    echo "no $OUT/$base.json to compare with; make one with: scripts/bench.sh baseline"
+  fi
+done
+exit $status

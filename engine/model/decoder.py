@@ -8,7 +8,7 @@ from torch import nn
 
 from engine.kv.step import StepContext
 from engine.model.config import ModelConfig
-from engine.model.layers import MLP, Attention, RMSNorm, empty_param
+from engine.model.layers import MLP, Attention, RMSNorm, empty_param, linear
 from engine.model.rotary import Rotary
 
 
@@ -56,4 +56,4 @@ class Decoder(nn.Module):
         for layer in self.layers:
             x = layer(x, rope, ctx)
         x = self.norm(x[logits_rows])
-        return F.linear(x, self.lm_head).float()
+        return linear(x, self.lm_head).float()
