@@ -32,7 +32,7 @@ STEPS=(
   "kv-compose|$PY -m engine.bench kv-compose --model $M --out $R/kv-compose-smollm2-135m-cpu --overwrite"
   "endpoint|$PY scripts/endpoint_run.py --model $M --out $R/endpoint-smollm2-135m-cpu --overwrite"
   "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
-  "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --rounds 7 > $R/bench/cpu/interleaved.txt"
+  "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --batch 4 8 16 --solo --rounds 7 > $R/bench/cpu/interleaved.txt"
 )
 
 allow_dirty=0
