@@ -19,7 +19,7 @@ STATUS_MSGS=$R/status-attention-smollm2-135m-cpu/messages_with_status.json
 # One line per step: "name|command". Add a command by adding a line.
 STEPS=(
   "layout|$PY -m engine.bench layout --model $M --out $R/layout-smollm2-135m-cpu --overwrite"
-  "fleet|$PY -m engine.bench fleet --model $M --out $R/fleet-smollm2-135m-cpu --overwrite"
+  "fleet|$PY -m engine.bench fleet --model $M --repeats 3 --out $R/fleet-smollm2-135m-cpu --overwrite"
   "statusbar|$PY -m engine.bench statusbar --model $M --out $R/statusbar-smollm2-135m-cpu --overwrite"
   "compaction|$PY -m engine.bench compaction --model $M --out $R/compaction-smollm2-135m-cpu --overwrite"
   "sink|$PY -m engine.bench sink --model $M --check-transformers --out $R/sink-smollm2-135m-cpu --overwrite"
