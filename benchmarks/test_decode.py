@@ -1,9 +1,18 @@
-"""One decode step with `context` tokens cached: the K/V of one new token written, every cached key read."""
+"""One decode step with `context` tokens cached: the K/V of one new token written, every cached key read; and
+the step against the weights it reads, alone."""
 
 from __future__ import annotations
 
-from benchmarks.harness import Pair, Shapes, decode_request, measure, rewind
+from collections.abc import Callable
+
+import torch
+
+from benchmarks.harness import Pair, Shapes, decode_request, measure, measure_alternating, rewind
 from engine.inspect.flops import forward_flops
+from engine.model.decoder import Decoder
+from engine.model.layers import linear
+
+ALTERNATING_ROUNDS = 7
 
 
 def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: int) -> None:
@@ -50,3 +59,49 @@ def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, wi
             setup=lambda: setattr(req.seq, "num_kv", context),
             **_info(benchmark, pair, context, impl),
         )
+
+
+def test_decode_weight_stream(benchmark, pair: Pair, shapes: Shapes) -> None:
+    """Our decode step at the smallest context against its weight stream alone: one row through every matrix
+    the step multiplies by (the same `linear` calls, nothing else), the two alternating. A decode step reads
+    every weight once, so on a CPU the stream is its floor; step / stream is what attention, norms, RoPE,
+    the K/V writes and the runner add on top. Recorded as `ratio` (median per pair, with min-max)."""
+    context = min(shapes.contexts)
+    rows = weight_rows(pair.ours.model)
+    with decode_request(pair.ours, pair.base[: context + 1]) as req:
+
+        def step() -> int:
+            req.seq.num_kv = context  # every round rewrites the same position
+            return pair.ours.runner.run([(req, 1)])[1].argmax().item()
+
+        benchmark.group = f"decode @{context} {pair.device.type}"
+        measure_alternating(
+            benchmark,
+            pair,
+            {"step": step, "weights": weight_stream(rows)},
+            shapes.budget_s,
+            ALTERNATING_ROUNDS,
+            case="decode_weights",
+            context=context,
+            weight_bytes=sum(w.numel() * w.element_size() for w, _ in rows),
+        )
+
+
+def weight_rows(model: Decoder) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(weight, one input row) for every matrix a decode step multiplies by, in the order it does."""
+    mats: list[torch.Tensor] = []
+    for layer in model.layers:
+        attn, mlp = layer.attn, layer.mlp
+        gate_up = mlp.gate_up_weight
+        mats += [attn.qkv_weight, attn.o_weight, gate_up[: mlp.inter], gate_up[mlp.inter :], mlp.down_weight]
+    mats.append(model.lm_head)
+    return [(w, torch.randn(1, w.shape[1], dtype=w.dtype, device=w.device)) for w in mats]
+
+
+def weight_stream(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
+    @torch.inference_mode()
+    def stream() -> None:
+        for w, x in rows:
+            linear(x, w)
+
+    return stream

@@ -17,6 +17,8 @@ cancel out (lower is better):
 - `batch cost B @N`: the time per output token of B requests decoding together over one request's (1 / the
   batching gain in output tokens per second);
 - `batched/one by one prefill N`: four prompts of N / 4 tokens prefilled in one batch over one after another.
+- `decode step/weights @N`: our decode step over one row through every weight it reads, alternating (what
+  the step adds to the weight stream, its floor on a CPU).
 A metric regresses when it grows by more than the threshold over the baseline's value (default 0.25: run-to-run
 noise on shared machines is 10-20%). Metrics of cases the baseline lacks are listed as new, not compared. Exit status: 0 no regression, 1 a regression, 2 unusable input files.
 """
@@ -67,6 +69,8 @@ def label(info: dict[str, Any]) -> str:
         return f"{info['arm']} {info['tokens']}"
     if case == "decode_batch":
         return f"decode batch {info['batch']} @{info['context']}"
+    if case == "decode_weights":
+        return f"decode step/weights @{info['context']}"
     return f"{case} {info['tokens']}"
 
 
@@ -129,6 +133,8 @@ def metrics(run: Run) -> dict[str, float]:
             out[f"ours/transformers alternating prefill {info['tokens']}"] = info["ratio"]
         if info["case"] == "prefill_batch":
             out[f"batched/one by one prefill {info['tokens']}"] = info["ratio"]
+        if info["case"] == "decode_weights":
+            out[case] = info["ratio"]
         solo = run.medians.get((f"decode batch 1 @{info.get('context')}", "ours"))
         if info["case"] == "decode_batch" and info["batch"] > 1 and solo:  # per output token, over one's
             out[f"batch cost {info['batch']} @{info['context']}"] = ttft / info["batch"] / solo

@@ -106,7 +106,18 @@ def decode_window(run: Run, ratios: dict[str, float]) -> list[str]:
                 ]
             )
     header = ["context", "window (as generate decodes)", "gathering from the blocks", "window / gather"]
-    return table(header, rows) if rows else []
+    out = table(header, rows) if rows else []
+    for key, info in run.info.items():
+        if info["case"] == "decode_weights":  # the step against the weights it reads, alternating
+            stream = run.medians[key] / (1 + info["ratio"])  # a timed round is one step and one stream
+            out += [
+                "",
+                f"A decode step @{info['context']} over its weight stream alone (one row through every matrix it "
+                f"multiplies by, {info['weight_bytes'] / 1e6:,.0f} MB): {info['ratio']:.3f} "
+                f"[{info['ratio_min']:.3f}–{info['ratio_max']:.3f}] over {info['pairs']} alternating pairs; the "
+                f"stream alone about {stream * 1e3:.0f} ms, {info['weight_bytes'] / stream / 1e9:.1f} GB/s.",
+            ]
+    return out
 
 
 def alternating(run: Run) -> list[str]:
@@ -258,7 +269,7 @@ def summary(run: Run) -> str:
         "",
         *paired(run, ratios),
         "",
-        "## Decode: the contiguous decoding window against gathering the context every step",
+        "## Decode: the contiguous decoding window against gathering the context every step; the weight stream",
         "",
         *decode_window(run, ratios),
         "",

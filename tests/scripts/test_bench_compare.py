@@ -64,11 +64,18 @@ def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
         record(0.09, case="decode", impl="ours", context=4096),
         record(0.10, case="decode", impl="ours-gather", context=4096),
         record(0.12, case="decode", impl="transformers", context=4096),
+        record(0.19, case="decode_weights", impl="step/weights", context=512, ratio=1.4, weight_bytes=2e9),
     ]
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
     got = bench_compare.metrics(bench_compare.load_run(path))
-    assert got == pytest.approx({"ours/transformers decode @4096": 0.75, "window/gather decode @4096": 0.9})
+    assert got == pytest.approx(
+        {
+            "ours/transformers decode @4096": 0.75,
+            "window/gather decode @4096": 0.9,
+            "decode step/weights @512": 1.4,  # the alternating pairs' median, as recorded
+        }
+    )
 
 
 def test_batched_decode_is_compared_with_one_request(tmp_path: Path) -> None:

@@ -58,4 +58,7 @@ def test_the_report_line_counts_the_contended_passes() -> None:
     assert contention_note([]) == "Contention: no passes finished."
     assert contention_note([quiet, quiet]).startswith("Contention: none of the 2 passes was contended")
     line = contention_note([quiet, busy, quiet], "prompts")
-    assert "**1 of 3 prompts contended** (numbered from 0; #1: load average 4.0, this run's 2 threads on 2 cores)" in line
+    assert (
+        "**1 of 3 prompts contended** (numbered from 0; #1: load average 4.0, this run's 2 threads on 2 cores)"
+        in line
+    )

@@ -1,0 +1,49 @@
+"""scripts/bench_report.py on a small synthetic pytest-benchmark file: the summary states what the run measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))  # bench_report imports bench_compare as a sibling module
+_spec = importlib.util.spec_from_file_location("bench_report", SCRIPTS / "bench_report.py")
+assert _spec is not None and _spec.loader is not None
+bench_report = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_report)
+
+IDENTITY = {"device": "cpu", "dtype": "float32", "model": "synthetic:qwen2.5-0.5b"}
+
+
+def record(median: float, **info: Any) -> dict[str, Any]:
+    stats = {"median": median, "iqr": 0.0}
+    return {"name": "x", "extra_info": info | IDENTITY | {"load_1min": 1.0}, "stats": stats}
+
+
+def test_the_decode_section_states_the_step_over_its_weight_stream(tmp_path: Path) -> None:
+    """A timed round of the weight-stream case is one step and one stream: at a step / stream ratio of 1.5 and
+    0.5 s a round, the stream alone takes 0.2 s, and 2 GB in 0.2 s is 10 GB/s."""
+    records = [
+        record(0.09, case="decode", impl="ours", context=512),
+        record(0.10, case="decode", impl="ours-gather", context=512),
+        record(
+            0.5,
+            case="decode_weights",
+            impl="step/weights",
+            context=512,
+            ratio=1.5,
+            ratio_min=1.4,
+            ratio_max=1.7,
+            pairs=7,
+            weight_bytes=2e9,
+        ),
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": records}))
+    text = bench_report.summary(bench_report.load_run(path))
+    assert "| 512 | 90.00 ms | 0.100 s | 0.900 |" in text
+    assert "(one row through every matrix it multiplies by, 2,000 MB): 1.500 [1.400–1.700] over 7" in text
+    assert "the stream alone about 200 ms, 10.0 GB/s" in text
