@@ -181,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
     last = max(r.turn for r in records)
     plot_token_strip(records, last, out / "token_strip.png", f"Where reuse ends at step {last}: {title}")
     if sweep:
-        plot_sweep(sweep, out / "sweep.png", f"Replace vs append, measured vs model: {title}")
+        plot_sweep(sweep, out / "sweep.png", f"Replace vs append, measured vs model\n{title}")
         write_csv(out / "sweep.csv", sweep)
     agree = sum(r["append_wins_measured"] == r["append_wins_predicted"] for r in sweep)
     told = sum(r["measured_verdict"] in ("append cheaper", "replace cheaper") for r in sweep)

@@ -177,12 +177,14 @@ def plot_strip(rows: Sequence[StripRecord], path: Path, title: str, xlabel: str)
 def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Status-bar sweep: measured against predicted (append - replace) TTFT difference, one point per
     (S, R, N); bars: min-max over passes (measured) and over the repeats of alpha (predicted)."""
-    fig, ax = plt.subplots(figsize=(6, 5))
+    fig, ax = plt.subplots(figsize=(7.5, 6))
     xs = [r["predicted_ms"] for r in rows] + [r["predicted_ms_min"] for r in rows]
     ys = [r["measured_ms"] for r in rows] + [r["measured_ms_min"] for r in rows]
     xs += [r["predicted_ms_max"] for r in rows]
     ys += [r["measured_ms_max"] for r in rows]
+    labelled: set[int] = set()
     for row in rows:
+        n = row["updates"]
         ax.errorbar(
             row["predicted_ms"],
             row["measured_ms"],
@@ -190,8 +192,10 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
             yerr=_bars([row["measured_ms"]], [row["measured_ms_min"]], [row["measured_ms_max"]]),
             fmt="o",
             capsize=2,
-            color="#e8833a" if row["updates"] > 5 else "#3a7dd9",
+            color="#e8833a" if n > 5 else "#3a7dd9",
+            label=None if n in labelled else f"N = {n} updates",
         )
+        labelled.add(n)
         ax.annotate(
             f"S{row['status_tokens']} R{row['between_tokens']} N{row['updates']}",
             (row["predicted_ms"], row["measured_ms"]),
@@ -205,9 +209,9 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     ax.axvline(0, color="grey", lw=0.6)
     ax.set(
         xlabel="predicted append - replace (ms of TTFT, summed); bars: α's min–max",
-        ylabel=f"measured append - replace (ms): median of {rows[0]['passes']} passes, bars min–max",
-        title=title,
+        ylabel=f"measured append - replace (ms)\nmedian of {rows[0]['passes']} passes, bars min–max",
     )
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     ax.text(0.02, 0.98, "below 0: appending is cheaper", transform=ax.transAxes, va="top", fontsize=8)
     fig.tight_layout()
