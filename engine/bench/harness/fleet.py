@@ -10,7 +10,8 @@ reply, so the arms of a comparison send the same tokens in the same pattern and 
 TTFT is measured from the request's scheduled arrival (not from when the driver got to add it, between two
 engine steps), so a request that arrives while a step runs waits, as it would at a server. Prompts are
 rendered before the run: nothing but the engine runs inside the clock. Each run records the machine's load
-while it ran (`engine.bench.harness.contention`) and its position among the arms of its repeat.
+while it ran (`engine.bench.harness.contention`; the sleeps until the next arrival count as idle, not as
+waiting for cores) and its position among the arms of its repeat.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def run_fleet(
     next_turn = [0] * agents
     flying: dict[str, tuple[int, int, float, float]] = {}  # rid -> (agent, turn, scheduled, added)
     run = FleetRun(arm, rate, repeat, 0.0, position=position)
-    finish = start_pass(engine.device)
+    finish, idle_s = start_pass(engine.device), 0.0
     start = time.perf_counter()
     while any(t < turns for t in next_turn) or flying:
         now = time.perf_counter() - start
@@ -87,7 +88,9 @@ def run_fleet(
                 )
                 flying[rid] = (a, next_turn[a], ready[a], time.perf_counter() - start)
         if not engine.has_unfinished():  # nothing to run until the next agent is ready
-            time.sleep(max(0.0, min(r for a, r in enumerate(ready) if next_turn[a] < turns) - now))
+            wait = max(0.0, min(r for a, r in enumerate(ready) if next_turn[a] < turns) - now)
+            time.sleep(wait)
+            idle_s += wait
             continue
         for out in engine.step():
             if out.generation is None:
@@ -117,5 +120,5 @@ def run_fleet(
         stats = engine.cache_stats()
         run.occupancy.append((time.perf_counter() - start, stats["blocks_in_use"], stats["blocks_cached"]))
     run.makespan_s = time.perf_counter() - start
-    run.load = finish()
+    run.load = finish(idle_s)  # think time is not waiting for cores
     return run

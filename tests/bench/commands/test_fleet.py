@@ -52,3 +52,14 @@ def test_agents_share_the_system_prompt_and_wait_for_their_replies(tiny_dir) -> 
     for a, r in second.items():  # a second turn comes after its agent's first reply ended
         assert r.arrival_s >= next(f.end_s for f in first_turns if f.agent == a)
         assert r.cached_tokens >= 64
+
+
+def test_think_time_counts_as_idle_not_as_waiting_for_cores(tiny_dir) -> None:
+    e = load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096)
+    prompts = [[[10 + a] * 20] for a in range(3)]
+    closed = run_fleet(e, prompts, "arm", None, reply_tokens=2, seed=0)
+    assert closed.load is not None and closed.load.idle_s == 0.0
+    e.reset_cache()
+    sparse = run_fleet(e, prompts, "arm", 4.0, reply_tokens=2, seed=0)  # arrivals ~0.25 s apart
+    assert sparse.load is not None and 0.0 < sparse.load.idle_s < sparse.load.wall_s
+    assert "CPU-s per s" not in sparse.load.why  # the sleeps are not starvation

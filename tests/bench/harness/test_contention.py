@@ -24,6 +24,11 @@ def test_a_quiet_pass_is_not_flagged_and_a_busy_one_is_with_its_reason() -> None
     assert judge(wall_s=10.0, cpu_s=19.0, load_1m=1.6, cores=2, threads=1, device=CPU).contended
     starved = judge(wall_s=10.0, cpu_s=6.0, load_1m=None, cores=2, threads=2, device=CPU)
     assert starved.contended and starved.why == "0.60 CPU-s per s for 2 threads"
+    # time the pass chose to wait (an open-loop driver sleeping until its next arrival) is not starvation
+    thinking = judge(wall_s=10.0, cpu_s=6.0, load_1m=None, cores=2, threads=2, device=CPU, idle_s=6.0)
+    assert not thinking.contended and thinking.idle_s == 6.0 and thinking.wall_s == 10.0
+    starved = judge(wall_s=10.0, cpu_s=1.0, load_1m=None, cores=2, threads=2, device=CPU, idle_s=6.0)
+    assert starved.contended and starved.why == "0.25 CPU-s per busy s for 2 threads"
     # a GPU run waits on the device, so its CPU time says nothing: only the load average counts there
     assert not judge(wall_s=10.0, cpu_s=1.0, load_1m=1.0, cores=16, threads=16, device=CUDA).contended
 
