@@ -182,6 +182,7 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     ys = [r["measured_ms"] for r in rows] + [r["measured_ms_min"] for r in rows]
     xs += [r["predicted_ms_max"] for r in rows]
     ys += [r["measured_ms_max"] for r in rows]
+    colour = {n: f"C{i}" for i, n in enumerate(sorted({r["updates"] for r in rows}))}  # one per N
     labelled: set[int] = set()
     for row in rows:
         n = row["updates"]
@@ -192,7 +193,7 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
             yerr=_bars([row["measured_ms"]], [row["measured_ms_min"]], [row["measured_ms_max"]]),
             fmt="o",
             capsize=2,
-            color="#e8833a" if n > 5 else "#3a7dd9",
+            color=colour[n],
             label=None if n in labelled else f"N = {n} updates",
         )
         labelled.add(n)
