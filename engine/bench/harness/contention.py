@@ -6,8 +6,8 @@ own share of it (its torch threads on a CPU run, up to the cores; one thread on 
 i.e. other work wanted the cores too, or, on a CPU run, when the process got less than half its torch threads'
 worth of CPU time over the pass's busy time (it was waiting for cores). Busy time is wall time less what the
 pass itself chose to wait (an open-loop driver's sleep until its next arrival), which the caller reports.
-Both are heuristics that flag a busy machine, not proofs that a timing is off: flagged passes
-stay in every statistic and are listed beside them.
+Both are heuristics that flag a busy machine, not proofs that a timing is off: flagged passes stay in every
+statistic and are listed beside them.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def load_average() -> float | None:
         return None
 
 
-def start_pass(device: torch.device) -> Callable[[], PassLoad]:
+def start_pass(device: torch.device) -> Callable[..., PassLoad]:
     """Start watching one pass; call the returned function when it ends, with the seconds it chose to wait."""
     wall0, cpu0, load0 = time.perf_counter(), time.process_time(), load_average()
 
