@@ -81,7 +81,9 @@ def test_cost_model_is_consistent() -> None:
 
 def test_token_costs_are_measured(run) -> None:
     e, _, _ = run
-    costs = measure_token_costs(e, context=256, new=64, repeats=2)
+    # new and 2 x new both above WEIGHT_FIRST_ROWS: at 64 rows the tiny model's linear layers take the
+    # weight-first path, which costs it more than 128 rows through F.linear, so a slope across it is not c
+    costs = measure_token_costs(e, context=256, new=96, repeats=2)
     assert costs.c > 0 and len(costs.alphas) == 2 and all(math.isfinite(a) for a in costs.alphas)
     assert min(costs.alphas) <= costs.alpha <= max(costs.alphas)
 
