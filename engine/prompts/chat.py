@@ -12,16 +12,32 @@ from transformers import PreTrainedTokenizerBase
 from engine.errors import PromptError
 from engine.prompts.messages import Message, validate_messages, validate_tools
 
+HERMES, LLAMA3_JSON, GENERIC = "hermes", "llama3_json", "generic"
+LLAMA3_MARKS = ("<|python_tag|>", '"parameters": dictionary of argument name')
 
-def supports_tools(tokenizer: PreTrainedTokenizerBase) -> bool:
-    template = tokenizer.chat_template
-    return isinstance(template, str) and "tools" in template
+
+def tool_format(tokenizer: PreTrainedTokenizerBase) -> str:
+    """The tool-call format the model is taught: its template's own, `hermes` (`<tool_call>` blocks:
+    Qwen2 / Qwen2.5 / Qwen3) or `llama3_json` (a JSON object with `parameters`: Llama 3.1-3.3); `generic`
+    for a template with no tool section, or one in a format not parsed here: the tools then go in the
+    system message with `tools_text`, which teaches the Hermes form."""
+    template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else ""
+    if "tools" not in template:
+        return GENERIC
+    if "<tool_call>" in template:
+        return HERMES
+    return LLAMA3_JSON if any(mark in template for mark in LLAMA3_MARKS) else GENERIC
 
 
 def tools_text(tools: Sequence[dict[str, Any]]) -> str:
-    """Tool definitions as plain text, for templates that have no tool section of their own."""
+    """Tool definitions as plain text, and how to call them (the generic format), for templates that
+    have no tool section of their own."""
     lines = "\n".join(json.dumps(t, ensure_ascii=False) for t in tools)
-    return f"\n\n# Tools\n\nYou may call these functions. Their JSON signatures:\n{lines}"
+    return (
+        f"\n\n# Tools\n\nYou may call these functions. Their JSON signatures:\n{lines}\n\n"
+        "To call one, write its name and arguments as a JSON object within <tool_call></tool_call> tags:\n"
+        '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+    )
 
 
 def _tool_calls_as_text(message: Message) -> Message:
@@ -49,7 +65,7 @@ def render_text(
     msgs, tools = [dict(m) for m in validate_messages(messages)], validate_tools(tools)
     if not tokenizer.chat_template:
         raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
-    if not supports_tools(tokenizer):
+    if tool_format(tokenizer) == GENERIC:
         msgs = [_tool_calls_as_text(m) for m in msgs]
         if tools:
             if msgs[0]["role"] != "system":

@@ -38,7 +38,7 @@ def usage(fin: Finished) -> dict[str, int]:
 
 def _tool_uses(out: Outcome) -> list[dict[str, Any]]:
     return [
-        {"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.arguments}
+        {"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.input}
         for c in out.parsed.calls
     ]
 
@@ -55,7 +55,7 @@ def message(req: ChatRequest, fin: Finished) -> dict[str, Any]:
         "stop_reason": STOP[out.reason],
         "stop_sequence": out.stop_sequence,
         "usage": usage(fin),
-        "kvtestbed": fin.report,
+        "kvtestbed": out.report,
     }
 
 
@@ -69,7 +69,7 @@ def _start(req: ChatRequest, prompt_tokens: int, cached_tokens: int, block_size:
 async def stream(
     req: ChatRequest, events: AsyncIterator[Any], record: Record, block_size: int
 ) -> AsyncIterator[str]:
-    text, block = TextStream(req.stop, req.parse_tools), -1  # block: index of the open text block
+    text, block = TextStream(req.stop, req.calls_format), -1  # block: index of the open text block
 
     def blocks(*items: dict[str, Any]) -> str:
         return "".join(sse(item, item["type"]) for item in items)
@@ -120,8 +120,8 @@ async def stream(
                 )
             delta = {"stop_reason": STOP[out.reason], "stop_sequence": out.stop_sequence}
             yield sse(
-                {"type": "message_delta", "delta": delta, "usage": usage(event), "kvtestbed": event.report},
+                {"type": "message_delta", "delta": delta, "usage": usage(event), "kvtestbed": out.report},
                 "message_delta",
             )
-            record(req, usage(event), event.report)
+            record(req, usage(event), out.report)
             yield sse({"type": "message_stop"}, "message_stop")

@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse, JSONResponse, Response
 
+from engine.prompts.chat import tool_format
 from engine.runtime.engine import Engine
 from engine.serve import anthropic_response, openai_response
 from engine.serve.anthropic_request import parse_messages
@@ -56,6 +57,7 @@ class ServerState:
     api_key: str | None
     max_body_bytes: int
     created: int
+    tool_format: str  # the tool-call format the model's template teaches (engine/prompts/chat.py)
 
     def record(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
         if self.recorder is not None:
@@ -78,8 +80,9 @@ def build_state(
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size
     worker = EngineWorker(backend, max_queue)
+    created, calls = int(time.time()), tool_format(engine.tokenizer)
     return ServerState(
-        worker, metrics, page, names, block_size, recorder, api_key, max_body_bytes, int(time.time())
+        worker, metrics, page, names, block_size, recorder, api_key, max_body_bytes, created, calls
     )
 
 
@@ -131,6 +134,7 @@ def create_app(state: ServerState) -> FastAPI:
         body = await read_json(request, state.max_body_bytes)
         parse, handler = (parse_openai, openai) if api == OPENAI else (parse_messages, anthropic)
         req = parse(body, request.headers, state.names)
+        req.tool_format = state.tool_format
         try:
             return await answer(state.worker, request, req, handler, state.record)
         except APIError as e:

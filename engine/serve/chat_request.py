@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.prompts.chat import HERMES
 from engine.prompts.messages import Message
 
 OPENAI, ANTHROPIC = "openai-chat", "anthropic"  # the trace format each API's bodies are recorded in
@@ -42,9 +43,16 @@ class ChatRequest:
     number: int = field(default_factory=lambda: next(_numbers))  # arrival order on this server
     submitted: float = 0.0  # epoch seconds when queued (the recorded timestamp)
     submitted_clock: float = 0.0  # perf_counter when queued (queue time is measured from it)
+    tool_format: str = HERMES  # the format the model's template teaches (engine/prompts/chat.py)
+    notes: dict[str, Any] = field(default_factory=dict)  # what parsing noted, for the `kvtestbed` object
 
     def mark_submitted(self) -> None:
         self.submitted, self.submitted_clock = time.time(), time.perf_counter()
+
+    @property
+    def calls_format(self) -> str | None:
+        """The format tool calls are parsed in; None when they are not parsed."""
+        return self.tool_format if self.parse_tools else None
 
     @property
     def continues(self) -> bool:

@@ -5,7 +5,6 @@ on the stream's last chunk (the usage chunk with `stream_options.include_usage`,
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -34,7 +33,7 @@ def _tool_calls(out: Outcome, streamed: bool) -> list[dict[str, Any]]:
         | {
             "id": new_id("call_"),
             "type": "function",
-            "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)},
+            "function": {"name": c.name, "arguments": c.arguments},
         }
         for i, c in enumerate(out.parsed.calls)
     ]
@@ -52,7 +51,7 @@ def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
         "model": req.model,
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": FINISH[out.reason]}],
         "usage": usage(fin),
-        "kvtestbed": fin.report,
+        "kvtestbed": out.report,
     }
 
 
@@ -69,7 +68,7 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return sse(head | {"choices": [choice]} | extra)
 
-    text = TextStream(req.stop, req.parse_tools)
+    text = TextStream(req.stop, req.calls_format)
     yield chunk({"role": "assistant", "content": ""})
     async for event in events:
         if isinstance(event, Delta) and (shown := text.feed(event.text)):
@@ -82,9 +81,9 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
                 yield chunk({"content": rest})
             if out.parsed.calls:
                 yield chunk({"tool_calls": _tool_calls(out, streamed=True)})
-            last = {} if req.include_usage else {"kvtestbed": event.report}
+            last = {} if req.include_usage else {"kvtestbed": out.report}
             yield chunk({}, FINISH[out.reason], **last)
             if req.include_usage:
-                yield sse(head | {"choices": [], "usage": usage(event), "kvtestbed": event.report})
-            record(req, usage(event), event.report)
+                yield sse(head | {"choices": [], "usage": usage(event), "kvtestbed": out.report})
+            record(req, usage(event), out.report)
             yield sse("[DONE]")

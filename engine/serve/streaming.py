@@ -3,9 +3,9 @@ may show yet.
 
 The engine streams raw text; a client must never see text that the final answer does not contain. So a
 stream holds back any tail that could still become a stop sequence (the final text is cut before it) and,
-when tool calls are parsed, everything from `<tool_call>` on plus trailing whitespace (a parsed call is sent
-as a call, not as text). Invariant: what was shown is a prefix of the final content, so `finish` only ever
-appends.
+when tool calls are parsed, shows only the text outside them (engine/serve/tool_calls.py: what may yet
+become a call is held back; a parsed call is sent as a call, not as text). Invariant: what was shown is a
+prefix of the final content, so `finish` only ever appends.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.serve.tool_calls import OPEN, Parsed, content_before_calls
+from engine.serve.tool_calls import Parsed, Text, ToolCallParser
 
 
 def sse(data: dict[str, Any] | str, event: str | None = None) -> str:
@@ -33,33 +33,35 @@ def _held_tail(text: str, markers: list[str]) -> int:
 
 
 class TextStream:
-    def __init__(self, stop: list[str], parse_tools: bool) -> None:
-        self.stop, self.parse_tools = stop, parse_tools
-        self.markers = [*stop, OPEN] if parse_tools else list(stop)
+    """`tool_format`: the format tool calls are parsed in (None: no tools are parsed)."""
+
+    def __init__(self, stop: list[str], tool_format: str | None) -> None:
+        self.stop = stop
+        self.tools = ToolCallParser.for_format(tool_format) if tool_format else None
         self.text = ""  # everything generated so far
-        self.shown = 0  # characters of it already sent
+        self.safe = 0  # characters of it past which no stop sequence can start
+        self.shown = 0  # characters of content already sent
 
     def _safe(self) -> int:
-        """How much of `self.text` can be shown now."""
-        cut = min((self.text.index(s) for s in self.stop if s in self.text), default=len(self.text))
-        visible = self.text[:cut]
-        if self.parse_tools and OPEN in visible:
-            return len(content_before_calls(visible))
-        end = len(visible) - _held_tail(visible, self.markers)
-        if self.parse_tools:
-            end = len(visible[:end].rstrip())
-        return max(end, self.shown)
+        """How much of `self.text` is known to come before any stop sequence."""
+        cut = min((self.text.index(s) for s in self.stop if s in self.text), default=None)
+        if cut is not None:
+            return max(cut, self.safe)
+        return max(len(self.text) - _held_tail(self.text, self.stop), self.safe)
 
     def feed(self, delta: str) -> str:
         """New text from the engine -> the text to send now ("" when all of it is held back)."""
         self.text += delta
         safe = self._safe()
-        out, self.shown = self.text[self.shown : safe], safe
-        return out
+        new, self.safe = self.text[self.safe : safe], safe
+        if self.tools is not None:
+            new = "".join(p.text for p in self.tools.feed(new) if isinstance(p, Text))
+        self.shown += len(new)
+        return new
 
     def finish(self, parsed: Parsed) -> str:
         """The final content (stop sequences cut, calls taken out) -> the text still to send."""
         content = parsed.content or ""
-        rest = content[self.shown :] if content.startswith(self.text[: self.shown]) else ""
+        rest = content[self.shown :]
         self.shown = len(content)
         return rest

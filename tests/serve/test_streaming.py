@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from engine.prompts.chat import HERMES, LLAMA3_JSON
 from engine.serve.streaming import TextStream, sse
 from engine.serve.tool_calls import Parsed, parse_tool_calls
 
 
-def run(pieces: list[str], stop: list[str], tools: bool, final_text: str) -> tuple[str, str]:
+def run(pieces: list[str], stop: list[str], tools: bool | str, final_text: str) -> tuple[str, str]:
     """(text sent while streaming, all text sent) for engine deltas `pieces` and the engine's final text."""
-    stream = TextStream(stop, tools)
+    fmt = (HERMES if tools is True else tools) or None
+    stream = TextStream(stop, fmt)
     during = "".join(stream.feed(p) for p in pieces)
-    parsed = parse_tool_calls(final_text) if tools else Parsed(final_text, [])
+    parsed = parse_tool_calls(final_text, fmt) if fmt else Parsed(final_text, [])
     return during, during + stream.finish(parsed)
 
 
@@ -32,6 +34,11 @@ def test_a_tool_call_is_held_back_and_plain_text_is_not() -> None:
     assert total == broken  # does not parse: all of it is text, sent at the end
     during, total = run(["Plain ", "text\n"], [], True, "Plain text\n")
     assert during == "Plain text" and total == "Plain text\n"
+    llama = '{"name": "f", "parameters": {}}'
+    during, total = run(["{", '"name', llama[6:]], [], LLAMA3_JSON, llama)
+    assert during == total == ""  # a Llama 3 call is never shown as text
+    during, total = run(["{", "} is", " empty"], [], LLAMA3_JSON, "{} is empty")
+    assert during == total == "{} is empty"
 
 
 def test_sse_lines() -> None:
