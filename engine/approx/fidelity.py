@@ -28,11 +28,13 @@ TOP_K = 10  # top-k agreement: the share of the exact run's k most likely tokens
 @dataclass
 class HiddenStates:
     """Per layer: the last prompt token's output hidden state, and each dimension's mean and standard
-    deviation over every row the recorded forwards computed (float64, on the host)."""
+    deviation over every row the recorded forwards computed (float64, on the host); and the rows each
+    recorded forward computed, in order (one entry per forward of the model)."""
 
     last: list[torch.Tensor] = field(default_factory=list)
     mean: list[torch.Tensor] = field(default_factory=list)
     std: list[torch.Tensor] = field(default_factory=list)
+    forward_rows: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -105,7 +107,7 @@ def _cosine(x: torch.Tensor, y: torch.Tensor) -> float:
 def hidden_states(model: Decoder) -> Iterator[HiddenStates]:
     """Record every layer's output while the block is open: the last row of the latest forward, and each
     dimension's mean and standard deviation over all rows of every forward (filled in when the block
-    closes). Each forward's states are copied to the host: record in a pass of its own, never a timed one."""
+    closes), and how many rows each forward computed. Each forward's states are copied to the host: record in a pass of its own, never a timed one."""
     count, width = len(model.layers), model.norm.weight.shape[0]
     last: list[torch.Tensor] = [torch.empty(0)] * count
     sums = [torch.zeros(width, dtype=torch.float64) for _ in range(count)]
@@ -120,6 +122,8 @@ def hidden_states(model: Decoder) -> Iterator[HiddenStates]:
             sums[index] += x.sum(0)
             squares[index] += x.pow(2).sum(0)
             rows[index] += x.shape[0]
+            if index == 0:  # the first layer runs once per forward of the model
+                recorded.forward_rows.append(x.shape[0])
 
         return keep
 

@@ -65,6 +65,14 @@ def test_hidden_states_keep_the_last_token_and_moments_over_every_forward(tiny_d
     for a, b in ((one.last, three.last), (one.mean, three.mean), (one.std, three.std)):
         assert all(torch.allclose(x, y, atol=1e-5) for x, y in zip(a, b, strict=True))
     assert all(bool((s > 0).all()) for s in one.std)
+    assert one.forward_rows == [40]
     with hidden_states(whole.model) as other:
         assemble(whole, ids[:39] + [ids[0]], [Compute(40)])
     assert not torch.equal(one.last[-1], other.last[-1])
+
+
+def test_hidden_states_count_the_rows_of_every_forward(tiny_dir) -> None:
+    eng = engine.load(str(tiny_dir("qwen2")), device="cpu", cache_tokens=256)
+    with hidden_states(eng.model) as h:
+        eng.generate(tokens(20, 7), max_new_tokens=4, cache=False)
+    assert h.forward_rows == [20, 1, 1, 1]  # the prefill, then one decode step per token after the first

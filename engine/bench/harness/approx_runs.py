@@ -52,6 +52,7 @@ SUMMARY_COLUMNS = [
     "computed_tokens",
     "approximate_tokens",
     "cached_tokens",
+    "forwards",
     "ttft_ms",
     "ttft_ratio",
     "vs_exact",
@@ -70,6 +71,7 @@ class Run:
     text: str
     logits: torch.Tensor  # next-token logits of the prompt [vocab]
     hidden: HiddenStates  # per layer, recorded in an untimed assembly of the same plan
+    forward_rows: list[int]  # rows each forward of the plan's assembly computed (from the untimed assembly)
     position: int = 0  # where this arm ran among its prompt's arms (0: first)
 
 
@@ -84,7 +86,7 @@ def run_plan(engine: Engine, token_ids: Sequence[int], plan: Sequence[Segment], 
         assemble(engine, token_ids, plan)
     text = engine.tokenizer.decode(tokens, skip_special_tokens=True)
     counts = (len(a.token_ids), a.cached_tokens, a.approximate_tokens, a.computed_tokens)
-    return Run(*counts, ttft, tokens, text, a.logits.cpu(), hidden)
+    return Run(*counts, ttft, tokens, text, a.logits.cpu(), hidden, hidden.forward_rows)
 
 
 def run_arms(
@@ -114,6 +116,8 @@ def score(exact: Run, run: Run, load: PassLoad) -> dict[str, Any]:
         "cached_tokens": run.cached_tokens,
         "approximate_tokens": run.approximate_tokens,
         "computed_tokens": run.computed_tokens,
+        "forwards": len(run.forward_rows),
+        "forward_rows": run.forward_rows,
         "ttft_ms": 1000 * run.ttft_s,
         "ttft_ratio": run.ttft_s / exact.ttft_s,
         "position": run.position,
@@ -132,7 +136,7 @@ def summarize_variants(
     """Per variant: medians (and the worst case) of the fidelity metrics, agreement rates, TTFT and the
     per-prompt TTFT ratio to the exact run measured beside it (median, min and max: `<c>_min`, `<c>_max`,
     shown as `median [min–max]` by `report.table`) with its sign-test verdict (`reference`: the variant
-    that is the exact run itself), mean token counts."""
+    that is the exact run itself), mean token counts, and the most forwards any of its runs made."""
     return [
         _summary(v, rs, v == reference, unit)
         for v in variants
@@ -162,6 +166,7 @@ def _summary(variant: str, rs: list[dict[str, Any]], is_reference: bool, unit: s
         "computed_tokens": mean("computed_tokens"),
         "approximate_tokens": mean("approximate_tokens"),
         "cached_tokens": mean("cached_tokens"),
+        "forwards": max(r["forwards"] for r in rs),
         "ttft_ms": med("ttft_ms"),
         "ttft_ms_min": min(r["ttft_ms"] for r in rs),
         "ttft_ms_max": max(r["ttft_ms"] for r in rs),
@@ -176,8 +181,11 @@ def _summary(variant: str, rs: list[dict[str, Any]], is_reference: bool, unit: s
 
 
 def flat(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows without their per-layer lists, for CSV."""
-    return [{k: v for k, v in r.items() if k != "layer_cosine"} for r in rows]
+    """Rows for CSV: without their per-layer lists, and the rows per forward as one cell (`190`, `12+3`)."""
+    return [
+        {k: "+".join(map(str, v)) if k == "forward_rows" else v for k, v in r.items() if k != "layer_cosine"}
+        for r in rows
+    ]
 
 
 def finish(engine: Engine, out: Path, report: Sequence[str], printed: str) -> int:

@@ -37,6 +37,9 @@ def test_kv_compose_writes_results_and_splices_blocks(tiny_dir, tmp_path) -> Non
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "kv_compose.json").read_text())
     rows = {(r["prompt"], r["variant"]): r for r in data["prompts"]}
+    assert all((r["forwards"], r["forward_rows"]) == (1, [r["computed_tokens"]]) for r in data["prompts"])
+    assert all(s["forwards"] == 1 for s in data["summary"])
+    assert "forwards" in (out / "prompts.csv").read_text().splitlines()[0].split(",")
     for p in range(4):
         exact, splice, repaired = rows[(p, "recompute")], rows[(p, "splice")], rows[(p, "splice+15%")]
         assert (exact["centred_cosine"], exact["kl"], exact["topk_agree"]) == (1.0, 0.0, 1.0)

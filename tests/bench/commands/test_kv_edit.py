@@ -45,6 +45,7 @@ def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> 
     assert len(data["pairs"]) == 2 * 3 * 6 and {a["pairs"] for a in data["agreement"]} == {3}
     for (_, variant), r in rows.items():
         assert r["prompt_tokens"] == r["cached_tokens"] + r["approximate_tokens"] + r["computed_tokens"]
+        assert (r["forwards"], r["forward_rows"]) == (1, [r["computed_tokens"]]), variant  # one forward
         if variant == "exact":
             assert (r["centred_cosine"], r["kl"], r["agree"], r["computed_tokens"]) == (
                 1.0,
@@ -63,6 +64,9 @@ def test_kv_edit_writes_results_and_labels_every_variant(tiny_dir, tmp_path) -> 
     edit, wider = rows[(0, "edit")], rows[(0, "edit+W")]
     assert wider["computed_tokens"] == edit["computed_tokens"] + 16
     layout = {r["variant"]: r for r in data["layout"]}
+    assert all(r["forwards"] == 1 for r in data["layout"] + data["summary"] + data["layout_summary"])
+    for name in ("pairs.csv", "summary.csv", "layout.csv"):
+        assert "forwards" in (out / name).read_text().splitlines()[0].split(","), name
     assert layout["stable-first"]["cached_tokens"] > layout["timestamp-first"]["cached_tokens"]
     assert layout["timestamp-first+edit"]["approximate_tokens"] > 0
     assert layout["timestamp-first+edit"]["computed_tokens"] < layout["timestamp-first"]["computed_tokens"]

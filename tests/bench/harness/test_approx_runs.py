@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 
 import engine
-from engine.approx.assembly import Compute
+from engine.approx.assembly import Compute, Reuse
+from engine.approx.plans import plan_edit
+from engine.approx.snapshot import snapshot
 from engine.bench.harness import approx_runs
 from engine.bench.harness.approx_runs import flat, run_arms, shown, summarize_variants
 from engine.bench.reporting.replay_report import table
@@ -22,6 +24,8 @@ def row(variant: str, cosine: float, kl: float, ttft: float, agree: bool) -> dic
         "computed_tokens": 10,
         "approximate_tokens": 90,
         "cached_tokens": 0,
+        "forwards": 1,
+        "forward_rows": [10],
         "centred_cosine": cosine,
         "kl": kl,
         "top1_agree": agree,
@@ -69,8 +73,9 @@ def test_the_verdict_on_ttft_ratios_is_a_sign_test() -> None:
 
 
 def test_flat_and_shown_rows() -> None:
-    r = row("edit", 0.999771, 0.0, 5, True)
+    r = row("edit", 0.999771, 0.0, 5, True) | {"forward_rows": [12, 3]}
     assert "layer_cosine" not in flat([r])[0] and flat([r])[0]["centred_cosine"] == 0.999771
+    assert flat([r])[0]["forward_rows"] == "12+3" and r["forward_rows"] == [12, 3]
     assert shown([r])[0]["centred_cosine"] == "0.99977" and r["centred_cosine"] == 0.999771  # unchanged
 
 
@@ -99,3 +104,16 @@ def test_arms_rotate_record_their_position_and_time_no_hook(tiny, monkeypatch) -
     assert hooks[0::2] == [0] * 9 and all(h > 0 for h in hooks[1::2])  # timed: no hook; then recorded
     run = runs["a"]
     assert len(run.hidden.last) == tiny.config.num_layers and len(run.tokens) == 2
+
+
+def test_every_plan_is_one_forward_of_the_rows_it_computes(tiny) -> None:
+    """An edit in place computes two separate spans between reused runs: still one forward, whose rows are
+    exactly the computed tokens (counted off the model's first layer: see test_fidelity)."""
+    old = random_ids(40, 51)
+    new = old[:12] + [(t + 1) % 50 for t in old[12:15]] + old[15:30] + [(old[30] + 1) % 50] + old[31:]
+    plan = plan_edit(snapshot(tiny, old), new)
+    assert sum(isinstance(s, Reuse) for s in plan) >= 2 and sum(isinstance(s, Compute) for s in plan) >= 2
+    run = approx_runs.run_plan(tiny, new, plan, max_new_tokens=2)
+    assert run.forward_rows == [run.computed_tokens] and run.computed_tokens < len(new)
+    scored = approx_runs.score(run, run, run_arms(tiny, {"a": (new, [Compute(40)])}, 0, 1)[1])
+    assert (scored["forwards"], scored["forward_rows"]) == (1, [run.computed_tokens])
