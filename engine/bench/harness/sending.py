@@ -83,8 +83,8 @@ def send_all(
 
     workers = min(len(sessions), MAX_OPEN_SESSIONS if rate is not None else concurrency)
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="session")
-    futures = [pool.submit(run_session, indices) for indices in sessions.values()]
-    try:
+    try:  # from the first submission on: a Ctrl-C that lands while later sessions are submitted is one too
+        futures = [pool.submit(run_session, indices) for indices in sessions.values()]
         while True:
             done, pending = wait(futures, timeout=POLL_S, return_when=FIRST_EXCEPTION)
             for f in done:
