@@ -8,10 +8,12 @@ import functools
 import sys
 from typing import Any
 
+from tqdm import tqdm
+
 from engine.arguments import int_flag
 from engine.bench.args import add_bench_args, open_engine
 from engine.bench.harness.endpoint import add_endpoint_args
-from engine.bench.harness.replayer import Conversation, Replayer, finished_turns
+from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
 from engine.bench.reporting.replay_report import (
     SUMMARY_COLUMNS,
@@ -26,6 +28,7 @@ from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 from engine.cli import docs_link
 from engine.errors import InvalidArgumentError
+from engine.runtime.engine import Engine
 
 # Who writes the replies that join each layout's history (and what a result says about it).
 REPLIES = {
@@ -87,6 +90,49 @@ def conversations(sc: Scenario, names: list[str], replies: str) -> list[Conversa
     ]
 
 
+def plan_line(engine: Engine, layouts: int, turns: int, repeats: int) -> str:
+    """What the run will do, printed before it starts (its length is known after the first pass)."""
+    quick = (
+        "; `--repeats 1` is the quick look (one pass, too few for verdicts)"
+        if repeats > 1
+        else " (a quick look)"
+    )
+    return (
+        f"layout: {layouts} layouts x {turns} turns x {repeats} pass{'es' if repeats > 1 else ''} on "
+        f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}), each turn a warm request "
+        f"and its cold baseline; the first pass's table and the time the rest will take come after pass 1"
+        f"{quick}"
+    )
+
+
+def first_pass_table(
+    done: int, records: list[TurnRecord], wall_s: float, baseline: str, repeats: int, out: Any = None
+) -> None:
+    """After the first pass: its table (one pass, so no verdicts yet) and how long the other passes will
+    take, judged by this one (later passes teacher-force the replies the first one wrote, so take no
+    longer). Later passes print nothing: the progress bar shows them."""
+    if done != 0:
+        return
+    left = repeats - 1
+    rest = (
+        f"; the other {left} pass{'es' if left > 1 else ''} take about {clock(wall_s * left)} "
+        f"(at most this pass's {clock(wall_s)} each)"
+        if left
+        else ""
+    )
+    tqdm.write(
+        f"\nPass 1 of {repeats} took {clock(wall_s)}{rest}. Its table (one pass: too few passes for a "
+        f"verdict):\n{table(summarize_turns(records, baseline), SUMMARY_COLUMNS)}\n",
+        file=out or sys.stderr,
+    )
+
+
+def clock(seconds: float) -> str:
+    """`1 min 58 s`, `42 s`."""
+    m, s = divmod(round(seconds), 60)
+    return f"{m} min {s} s" if m else f"{s} s"
+
+
 def main(args: argparse.Namespace) -> int:
     if args.endpoint is not None:
         from engine.bench.commands.layout_endpoint import layout_endpoint  # the SDKs load only here
@@ -102,7 +148,9 @@ def main(args: argparse.Namespace) -> int:
     sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
     convs = conversations(sc, args.layouts, args.replies)
     baseline = convs[0].name
-    replayer = Replayer(engine, args.repeats, sc.reply_tokens)
+    print(plan_line(engine, len(convs), len(sc.turns), args.repeats), file=sys.stderr)
+    on_pass = functools.partial(first_pass_table, baseline=baseline, repeats=args.repeats)
+    replayer = Replayer(engine, args.repeats, sc.reply_tokens, on_pass=on_pass)
     records, partial = finished_turns(lambda: replayer.run(convs, len(sc.turns), desc="layout"))
     if partial and not records:
         return interrupted(0, "turns", None)

@@ -120,11 +120,22 @@ def finished_turns(replay: Callable[[], list[TurnRecord]]) -> tuple[list[TurnRec
         return stop.records, True
 
 
+# Called after each finished pass with its index, every turn's record over the passes so far, and the pass's
+# wall seconds (outside any timed request: between one pass and the cache reset of the next).
+PassDone = Callable[[int, list["TurnRecord"], float], None]
+
+
 class Replayer:
     def __init__(
-        self, engine: Engine, repeats: int = 3, reply_tokens_max: int = 24, cold: bool = True
+        self,
+        engine: Engine,
+        repeats: int = 3,
+        reply_tokens_max: int = 24,
+        cold: bool = True,
+        on_pass: PassDone | None = None,
     ) -> None:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
+        self.on_pass = on_pass
         self.passes: list[PassLoad] = []  # the machine's load during each finished pass
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
@@ -215,12 +226,18 @@ class Replayer:
                         self.finished.append(key)
                     bar.update()
             self.passes.append(finish_pass())
+            if self.on_pass is not None:
+                self.on_pass(p, self._records(conversations, turns), self.passes[-1].wall_s)
         bar.close()
+        return self._records(conversations, turns)
+
+    def _records(self, conversations: list[Conversation], turns: int) -> list[TurnRecord]:
+        """Every turn's record over the passes finished so far, conversation by conversation."""
         return [
-            self._record(c.name, t, requests, forced, warm, cold, replies, encode)
+            self._record(c.name, t, *self._state)
             for c in conversations
             for t in range(turns)
-            if (c.name, t) in requests
+            if (c.name, t) in self.requests
         ]
 
     def _cold_ttft(self, ids: list[int]) -> float:

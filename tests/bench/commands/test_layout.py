@@ -66,6 +66,13 @@ def test_layout_command_writes_every_output(tiny_dir, tmp_path, device, dtype) -
         [False, True],
     ]
     assert len(data["passes"]) == 2 and "Contention:" in report
+    # Before the run: what it will do; after pass 1: that pass's table, and what the rest will take.
+    plan = proc.stderr.index("layout: 2 layouts x 3 turns x 2 passes")
+    first = proc.stderr.index("Pass 1 of 2 took")
+    assert plan < first and "the other 1 pass take about" in proc.stderr and "Pass 2 of" not in proc.stderr
+    first_table = proc.stderr[first:].split("\n\n")[0]
+    assert "stable-first" in first_table and "timestamp-first" in first_table
+    assert "too few passes" in first_table and "ttft_ratio [min–max]" in first_table
 
 
 def test_own_replies_are_named_confounded() -> None:

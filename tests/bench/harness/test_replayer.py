@@ -111,3 +111,15 @@ def test_cold_runs_alternate_before_and_after_the_warm_request(tiny, monkeypatch
     assert [g[0] == "cold" for g in groups] == order
     assert all(sorted(g) == ["cold", "warm", "warm"] for g in groups)
     assert len(replayer.passes) == 4 and all(x.wall_s > 0 and x.cpu_s > 0 for x in replayer.passes)
+
+
+def test_each_finished_pass_reports_the_records_so_far(tiny) -> None:
+    seen: list[tuple[int, list[int], float]] = []
+
+    def on_pass(done: int, records: list, wall_s: float) -> None:
+        seen.append((done, [r.passes for r in records], wall_s))
+
+    convs = [Conversation("a", chat("A. "), lambda t: "ok"), Conversation("b", chat("B. "), lambda t: "ok")]
+    final = Replayer(tiny, repeats=3, reply_tokens_max=2, cold=False, on_pass=on_pass).run(convs, turns=2)
+    assert [(d, n) for d, n, _ in seen] == [(0, [1] * 4), (1, [2] * 4), (2, [3] * 4)]
+    assert all(wall > 0 for *_, wall in seen) and [r.passes for r in final] == [3] * 4
