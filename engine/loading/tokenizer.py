@@ -21,7 +21,9 @@ QWEN_SPECIALS = (
     "<|quad_start|> <|quad_end|> <|vision_start|> <|vision_end|> <|vision_pad|> <|image_pad|> <|video_pad|> "
     "<tool_call> </tool_call> <|fim_prefix|> <|fim_middle|> <|fim_suffix|> <|fim_pad|> <|repo_name|> <|file_sep|>"
 ).split()
+QWEN_PLAIN = ("<tool_call>", "</tool_call>")  # added but not special: kept in decoded text, as Qwen's own
 QWEN_FIRST_SPECIAL_ID = 151643
+QWEN_TOKENIZER_FOLDER = "qwen2.5-r2"  # renamed whenever what is built changes: an older build is not reused
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 TEMPLATES = Path(__file__).parent.parent / "prompts" / "templates"
 
@@ -48,7 +50,7 @@ def qwen_tiktoken_file() -> Path:
 
 def qwen_tokenizer_dir() -> Path:
     """A folder holding Qwen2.5's tokenizer with a Qwen2.5-equivalent ChatML template (tools included)."""
-    out = cache_root() / "tokenizers" / "qwen2.5"
+    out = cache_root() / "tokenizers" / QWEN_TOKENIZER_FOLDER
     if (out / "tokenizer.json").exists():
         return out
     tmp = writable_cache_folder("tokenizers") / (out.name + ".tmp")  # checked before the work it stores
@@ -58,12 +60,11 @@ def qwen_tokenizer_dir() -> Path:
 
     backend = TikTokenConverter(vocab_file=str(qwen_tiktoken_file()), pattern=QWEN_PATTERN).converted()
     backend.normalizer = normalizers.NFC()
-    backend.add_special_tokens(
-        [
-            AddedToken(t, normalized=False, special=t not in ("<tool_call>", "</tool_call>"))
-            for t in QWEN_SPECIALS
-        ]
-    )
+    for (
+        t
+    ) in QWEN_SPECIALS:  # in id order; add_special_tokens would mark <tool_call> special (dropped on decode)
+        token = AddedToken(t, normalized=False, special=t not in QWEN_PLAIN)
+        (backend.add_special_tokens if token.special else backend.add_tokens)([token])
     assert backend.token_to_id("<|endoftext|>") == QWEN_FIRST_SPECIAL_ID, (
         "qwen.tiktoken has an unexpected size"
     )

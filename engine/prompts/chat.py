@@ -53,18 +53,45 @@ def _tool_calls_as_text(message: Message) -> Message:
     return {k: v for k, v in message.items() if k != "tool_calls"} | {"content": content}
 
 
+def merge_mid_system(messages: Sequence[Message]) -> list[Message]:
+    """System messages after the first message, each joined to the nearest user message (the next one,
+    else the one before; its text first, a blank line, then the user's), for templates that refuse a
+    system message anywhere but first. One with no user message to join becomes a user message."""
+    out = [dict(m) for m in messages]
+    for i in range(len(out) - 1, 0, -1):
+        if out[i]["role"] != "system":
+            continue
+        system = out.pop(i)
+        after = next((j for j in range(i, len(out)) if out[j]["role"] == "user"), None)
+        before = next((j for j in range(i - 1, -1, -1) if out[j]["role"] == "user"), None)
+        if after is not None:
+            out[after]["content"] = f"{system['content']}\n\n{out[after]['content'] or ''}"
+        elif before is not None:
+            out[before]["content"] = f"{out[before]['content'] or ''}\n\n{system['content']}"
+        else:
+            out.insert(i, {"role": "user", "content": system["content"]})
+    return out
+
+
 def render_text(
     tokenizer: PreTrainedTokenizerBase,
     messages: Sequence[Message],
     tools: Sequence[dict[str, Any]] | None = None,
     add_generation_prompt: bool = True,
+    continue_final: bool = False,
     **template_options: Any,
 ) -> str:
     """The exact prompt text the model sees. Tools go through the template's own tool format; a
-    template without one gets them appended to the system message (one is added if there is none)."""
+    template without one gets them appended to the system message (one is added if there is none).
+    `continue_final`: the last message is assistant text to continue (a prefill): it is rendered without
+    its end-of-turn marker and no generation prompt follows (the template's continuation mode). A system
+    message after the first is rendered where it stands where the template allows it, else merged into
+    the nearest user message (`merge_mid_system`)."""
     msgs, tools = [dict(m) for m in validate_messages(messages)], validate_tools(tools)
     if not tokenizer.chat_template:
         raise PromptError("this model's tokenizer has no chat template; pass a string or token ids instead")
+    if continue_final and (msgs[-1]["role"] != "assistant" or msgs[-1].get("tool_calls")):
+        raise PromptError("only a final assistant message with text and no tool calls can be continued")
     if tool_format(tokenizer) == GENERIC:
         msgs = [_tool_calls_as_text(m) for m in msgs]
         if tools:
@@ -72,13 +99,26 @@ def render_text(
                 msgs.insert(0, {"role": "system", "content": ""})
             msgs[0]["content"] = (msgs[0]["content"] + tools_text(tools)).lstrip("\n")
             tools = None
+    options = template_options | {"add_generation_prompt": add_generation_prompt and not continue_final}
+    if continue_final:
+        options["continue_final_message"] = True
+    try:
+        return _apply(tokenizer, msgs, tools, options)
+    except PromptError:
+        if not any(m["role"] == "system" for m in msgs[1:]):
+            raise
+        return _apply(tokenizer, merge_mid_system(msgs), tools, options)
+
+
+def _apply(
+    tokenizer: PreTrainedTokenizerBase,
+    msgs: list[Message],
+    tools: Sequence[dict[str, Any]] | None,
+    options: dict[str, Any],
+) -> str:
     try:
         return tokenizer.apply_chat_template(
-            msgs,
-            tools=list(tools) if tools else None,
-            tokenize=False,
-            add_generation_prompt=add_generation_prompt,
-            **template_options,
+            msgs, tools=list(tools) if tools else None, tokenize=False, **options
         )
-    except (TemplateError, TypeError, KeyError) as e:
+    except (TemplateError, TypeError, KeyError, ValueError) as e:
         raise PromptError(f"the chat template rejected these messages: {e}") from None

@@ -1,6 +1,7 @@
 """Anthropic Messages request bodies -> `TraceRequest`.
 
-`system` (a string or text blocks) becomes the system message; `tool_use` blocks become the assistant
+`system` (a string or text blocks) becomes the system message, and a message with role `system` after the
+first (Claude Code sends them) a system message where it stands; `tool_use` blocks become the assistant
 message's tool calls and `tool_result` blocks tool messages, so the conversation renders exactly as its
 OpenAI form would. `thinking` blocks are dropped (a chat template renders no earlier reasoning). The
 content blocks are kept as the request had them, in Anthropic's order (tools -> system -> messages), and
@@ -69,6 +70,21 @@ class _Builder:
                     f"{at}.type", f"{kind!r} blocks are not supported in user messages (text, tool_result)"
                 )
         self.flush_user()
+
+    def system(self, content: Any, where: str) -> None:
+        """A system message in the middle of the conversation (Claude Code sends them)."""
+        blocks = _blocks(content, where)
+        for j, block in enumerate(blocks):
+            if block["type"] != "text":
+                raise FieldError(
+                    f"{where}[{j}].type", f"{block['type']!r} blocks are not supported in system messages"
+                )
+            self.add(
+                text_block("system", expect(block.get("text"), str, f"{where}[{j}].text")),
+                block,
+                f"{where}[{j}]",
+            )
+        self.messages.append({"role": "system", "content": PART_JOIN.join(b["text"] for b in blocks)})
 
     def assistant(self, content: Any, where: str) -> None:
         text, calls = [], []
@@ -141,8 +157,10 @@ def parse_anthropic(body: Any) -> TraceRequest:
             b.user(m.get("content"), f"messages[{i}].content")
         elif role == "assistant":
             b.assistant(m.get("content"), f"messages[{i}].content")
+        elif role == "system":
+            b.system(m.get("content"), f"messages[{i}].content")
         else:
-            raise FieldError(f"messages[{i}].role", f"expected user or assistant, got {role!r}")
+            raise FieldError(f"messages[{i}].role", f"expected user, assistant or system, got {role!r}")
     auto = ttl_of(body["cache_control"], "cache_control") if body.get("cache_control") is not None else None
     if len(b.breakpoints) + (auto is not None) > MAX_BREAKPOINTS:
         raise FieldError(

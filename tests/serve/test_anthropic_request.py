@@ -34,6 +34,17 @@ def test_a_body_is_read() -> None:
     assert not parse_messages(body | {"tool_choice": {"type": "none"}}, {}, NAMES).parse_tools
 
 
+def test_a_system_message_mid_conversation_stays_where_it_is() -> None:
+    turns = [
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": [{"type": "text", "text": "Agents: a, b."}]},
+        {"role": "user", "content": "go"},
+    ]
+    req = parse_messages(BASE | {"messages": turns}, {}, NAMES)
+    assert [m["role"] for m in req.messages] == ["user", "system", "user"]
+    assert req.messages[1]["content"] == "Agents: a, b."
+
+
 @pytest.mark.parametrize(
     ("changes", "param", "status"),
     [
@@ -55,7 +66,7 @@ def test_a_body_is_read() -> None:
             "messages[0].content[0].type",
             400,
         ),
-        ({"messages": [{"role": "system", "content": "x"}]}, "messages[0].role", 400),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", 400),
         ({"tools": [{"name": "web", "type": "web_search_20250305"}]}, "tools[0].input_schema", 400),
         ({"container": "c"}, "container", 400),
     ],
