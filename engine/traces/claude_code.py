@@ -111,31 +111,39 @@ class _Transcripts:
                     self.records[rec.uuid] = rec
                     self.order.append(rec)
 
+    def _parent(self, rec: _Record, link: str | None, seen: set[str]) -> _Record | None:
+        """The record `link` names (None where the files do not hold it); a chain that comes back to a
+        record it passed is refused, naming the line where it loops."""
+        if link in seen:
+            raise TraceError(rec.where(f"parentUuid: the chain loops back to {link}"))
+        seen.add(link)
+        return self.records.get(link)
+
     def history(self, rec: _Record) -> tuple[list[_Record], bool]:
         """The records before `rec` in its chain, oldest first, to a compact boundary or the root, and
         whether the chain names a parent the files do not hold."""
-        out, parent = [], rec.parent
-        while parent is not None:
-            prev = self.records.get(parent)
+        out, at, seen = [], rec, {rec.uuid}
+        while at.parent is not None:
+            prev = self._parent(at, at.parent, seen)
             if prev is None:
                 return out[::-1], True
             if prev.kind == "boundary":
                 break
             out.append(prev)
-            parent = prev.parent
+            at = prev
         return out[::-1], False
 
     def parent_response(self, rec: _Record) -> tuple[str | None, bool]:
         """The response this one's chain continues (across compact boundaries), and whether the chain
         breaks off at a record the files do not hold before reaching one."""
-        parent = rec.parent
-        while parent is not None:
-            prev = self.records.get(parent)
+        at, link, seen = rec, rec.parent, {rec.uuid}
+        while link is not None:
+            prev = self._parent(at, link, seen)
             if prev is None:
                 return None, True
             if prev.response is not None:
                 return prev.response, False
-            parent = prev.logical_parent if prev.kind == "boundary" else prev.parent
+            at, link = prev, prev.logical_parent if prev.kind == "boundary" else prev.parent
         return None, False
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.traces.anthropic_messages import parse_anthropic
+from engine.traces.fields import FieldError, loads
 from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.request import TraceRequest
 from engine.traces.responses import parse_responses
@@ -86,11 +87,14 @@ def _record_format(first: dict[str, Any]) -> str | None:
 def detect_file(text: str) -> str | None:
     """The file-level format of a trace file's text, from its first record (None: request bodies)."""
     line = next((x for x in text.splitlines() if x.strip()), "")
+    # not JSON, or beyond the bounds: undecided, and the reader of request bodies says which, naming the line
     try:
-        first = json.loads(line)
+        first = loads(line, strings=False)
     except json.JSONDecodeError:  # a JSON document over several lines
         try:
-            first = json.loads(text)
-        except json.JSONDecodeError:
+            first = loads(text, strings=False)
+        except (ValueError, FieldError):
             return None
+    except (ValueError, FieldError):
+        return None
     return _record_format(first) if isinstance(first, dict) else None

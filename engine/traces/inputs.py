@@ -49,7 +49,14 @@ def expand(names: Sequence[str | Path]) -> list[tuple[Path, str]]:
         else:
             files = [(path, str(name))]
         for file, given in files:
-            real = file.resolve()
+            try:
+                real = file.resolve(strict=True)
+            except FileNotFoundError:
+                raise TraceError(f"trace file {given} does not exist") from None
+            except (OSError, RuntimeError) as e:  # a symlink loop (RuntimeError before Python 3.13)
+                raise TraceError(
+                    f"trace file {given} cannot be read: {getattr(e, 'strerror', None) or e}"
+                ) from None
             if real in seen:
                 also = f" (as {seen[real]})" if seen[real] != given else ""
                 raise TraceError(f"trace {given} is given twice{also}: give each file once")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.fields import refuse_lone_surrogates
+from engine.traces.fields import JSONLimitError, loads, refuse_lone_surrogates
 from engine.traces.file_readers import read_file
 from engine.traces.formats import FILE_FORMATS, FORMATS, PARSERS, detect, detect_file
 from engine.traces.records import read_text, seconds
@@ -36,21 +36,25 @@ def read_entries(path: Path, text: str | None = None) -> list[Any]:
     text = read_text(path) if text is None else text
     if text.lstrip().startswith("["):
         try:
-            entries = json.loads(text)
+            entries = loads(text, strings=False)  # strings are checked per request, naming it
         except json.JSONDecodeError as e:
             raise TraceError(f"trace file {path} is not valid JSON: {e}") from None
+        except (FieldError, JSONLimitError) as e:
+            raise TraceError(f"{path}: {e}") from None
     else:
         entries = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                entries.append(json.loads(line))
+                entries.append(loads(line, strings=False))
             except json.JSONDecodeError as e:
                 if entries:
                     raise TraceError(f"{path}: line {n} is not valid JSON: {e}") from None
                 entries = [_one_request(path, text, f"line {n}: {e}")]
                 break
+            except (FieldError, JSONLimitError) as e:
+                raise TraceError(f"{path}: line {n}: {e}") from None
     if not entries:
         raise TraceError(f"{path}: expected a non-empty JSON list of requests (or one JSON request per line)")
     return entries
@@ -60,11 +64,13 @@ def _one_request(path: Path, text: str, as_lines: str) -> Any:
     """The whole text as one JSON request (pretty-printed over several lines); `as_lines` is why it did
     not read as one request per line."""
     try:
-        return json.loads(text)
+        return loads(text, strings=False)
     except json.JSONDecodeError as e:
         raise TraceError(
             f"{path} is not valid JSON, neither as one request ({e}) nor as one request per line ({as_lines})"
         ) from None
+    except (FieldError, JSONLimitError) as e:
+        raise TraceError(f"{path}: {e}") from None
 
 
 def _timestamp(value: Any) -> float | None:

@@ -9,7 +9,8 @@ published. Two layouts:
   agent-traffic traces are published (its own block size).
 
 A request's `hash_ids` must cover its prompt: ceil(input_length / block size) ids (the last one of a
-partial block); anything else is refused naming the line and field.
+partial block), and its prompt and output fill at most `MAX_REQUEST_BLOCKS` blocks (the replay holds them
+all while it serves the request); anything else is refused naming the line and field.
 """
 
 from __future__ import annotations
@@ -19,10 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.fields import FieldError, expect
-from engine.traces.records import json_document, json_lines, read_text
+from engine.traces.fields import MAX_TOKENS, FieldError, expect, token_count
+from engine.traces.records import json_document, json_lines, read_text, seconds
 
 DEFAULT_BLOCK = 512
+MAX_REQUEST_BLOCKS = (
+    2**20
+)  # blocks one request holds while it is served (prompt and output): a bound on memory
 
 
 @dataclass(frozen=True)
@@ -39,13 +43,6 @@ class HashTrace:
     requests: list[HashRequest]
 
 
-def _count(row: dict[str, Any], key: str) -> int:
-    value = row.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FieldError(key, f"expected a token count, got {value!r:.40}")
-    return value
-
-
 def _request(row: Any, keys: tuple[str, str, str], time_unit: float, block: int) -> HashRequest:
     row = expect(row, dict, "request")
     t, n_in, n_out = keys
@@ -55,13 +52,19 @@ def _request(row: Any, keys: tuple[str, str, str], time_unit: float, block: int)
     ids = expect(row.get("hash_ids"), list, "hash_ids")
     if not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 2**63 for h in ids):
         raise FieldError("hash_ids", "expected non-negative integer ids")
-    n = _count(row, n_in)
+    n, out = token_count(row.get(n_in), n_in), token_count(row.get(n_out), n_out)
     if len(ids) != -(-n // block):
         raise FieldError(
             "hash_ids",
             f"{len(ids)} ids for {n:,} input tokens at {block} per block (expected {-(-n // block)})",
         )
-    return HashRequest(when * time_unit, n, _count(row, n_out), tuple(ids))
+    if -(-(n + out) // block) > MAX_REQUEST_BLOCKS:
+        raise FieldError(
+            n_out if out > n else n_in,
+            f"{n:,} input and {out:,} output tokens fill {-(-(n + out) // block):,} blocks of {block}; "
+            f"a request holds at most {MAX_REQUEST_BLOCKS:,} here",
+        )
+    return HashRequest(seconds(when, t, time_unit), n, out, tuple(ids))
 
 
 def read_hash_trace(path: Path, block_size: int | None = None) -> HashTrace:
@@ -70,7 +73,7 @@ def read_hash_trace(path: Path, block_size: int | None = None) -> HashTrace:
     if text.lstrip().startswith("{") and '"requests"' in text[:4096]:
         doc = expect(json_document(path, text), dict, "document")
         block = block_size or doc.get("block_size")
-        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+        if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= MAX_TOKENS:
             raise TraceError(f"{path}: block_size: expected a positive integer, got {block!r:.40}")
         rows = [(f"requests[{i}]", r) for i, r in enumerate(expect(doc.get("requests"), list, "requests"))]
         keys, unit = ("t", "in", "out"), 1.0

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.fields import FieldError, expect
+from engine.traces.fields import FieldError, expect, json_text, token_count
 from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.records import Read, counted, json_document, json_lines, read_text, seconds
 from engine.traces.request import FIVE_MINUTES, TraceRequest
@@ -73,12 +73,7 @@ def any_value(value: Any) -> Any:
 
 
 def _json(value: Any, key: str) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as e:
-            raise FieldError(f"attributes[{key}]", f"not valid JSON: {e}") from None
-    return value
+    return json_text(value, f"attributes[{key}]") if isinstance(value, str) else value
 
 
 def _text(parts: Any, where: str) -> tuple[list[str], list[dict], list[dict]]:
@@ -138,9 +133,7 @@ def _usage(attrs: dict[str, Any], provider: str, model: str | None) -> RecordedU
     for name, keys in USAGE.items():
         value = next((attrs[k] for k in keys if k in attrs), None)
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise FieldError(f"attributes[{keys[0]}]", f"expected a token count, got {value!r:.40}")
-            found[name] = value
+            found[name] = token_count(value, f"attributes[{keys[0]}]")
     return RecordedUsage(provider, model, **found) if found else None
 
 

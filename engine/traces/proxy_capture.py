@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 from engine.errors import TraceError
 from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.fields import FieldError, expect, refuse_lone_surrogates
+from engine.traces.fields import FieldError, JSONLimitError, expect, json_text, loads, refuse_lone_surrogates
 from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.records import Read, counted, json_document, json_lines, seconds
 from engine.traces.request import TraceRequest
@@ -67,9 +67,11 @@ def _events(text: str) -> list[dict[str, Any]]:
     for line in text.splitlines():
         if line.startswith("data:"):
             try:
-                value = json.loads(line[5:].strip())
+                value = loads(line[5:].strip(), where="response")
             except json.JSONDecodeError:
                 continue  # "[DONE]" and the like
+            except JSONLimitError as e:
+                raise FieldError("response", str(e)) from None
             if isinstance(value, dict):
                 out.append(value)
     return out
@@ -80,9 +82,11 @@ def response_usage(body: Any, fmt: str, provider: str, model: str | None) -> Rec
     events = _events(body) if isinstance(body, str) else []
     if isinstance(body, str) and not events:
         try:
-            body = json.loads(body)
+            body = loads(body, where="response")
         except json.JSONDecodeError:
             return None
+        except JSONLimitError as e:
+            raise FieldError("response", str(e)) from None
     if isinstance(body, dict):
         usage = body.get("usage")
     elif fmt == "anthropic":
@@ -140,10 +144,7 @@ class _Capture:
             self.skipped[f"responses with status {status}"] += 1
             return
         if isinstance(body, str):
-            try:
-                body = json.loads(body)
-            except json.JSONDecodeError as e:
-                raise FieldError(body_field, f"not valid JSON: {e}") from None
+            body = json_text(body, body_field)
         fmt, parse = ENDPOINTS[suffix]
         try:
             refuse_lone_surrogates(body)  # a body given as JSON text is decoded only here

@@ -1,20 +1,33 @@
-"""Reading the files agent harnesses and proxies write: JSONL with the line of every record kept (errors
-name it), whole JSON documents (a string holding a lone surrogate refused, naming the line and the field),
-and their timestamps. `Read` is what a file-level reader returns: the requests and what it skipped, said in
-words for the report."""
+"""Reading the files agent harnesses and proxies write: regular files only (a FIFO would block, a device never
+ends), JSONL with the line of every record kept (errors name it), whole JSON documents (a string holding a
+lone surrogate refused, naming the line and the field; JSON within `engine.traces.fields`' bounds), and their
+timestamps (between the years 1 and 9999). `Read` is what a file-level reader returns: the requests and what
+it skipped, said in words for the report."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.fields import FieldError, refuse_lone_surrogates
+from engine.traces.fields import FieldError, JSONLimitError, loads
 from engine.traces.request import TraceRequest
+
+FIRST_EPOCH_S = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc).timestamp()  # the years datetime can show
+LAST_EPOCH_S = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc).timestamp()
+NOT_REGULAR = {
+    stat.S_ISDIR: "a folder",
+    stat.S_ISFIFO: "a FIFO",
+    stat.S_ISCHR: "a character device",
+    stat.S_ISBLK: "a block device",
+    stat.S_ISSOCK: "a socket",
+}
 
 
 @dataclass
@@ -23,14 +36,26 @@ class Read:
     notes: list[str] = field(default_factory=list)  # what was skipped or is missing, one line each
 
 
-def read_text(path: Path) -> str:
-    """The file as UTF-8 text, a leading byte-order mark dropped."""
-    try:
-        return path.read_text(encoding="utf-8-sig")
+def read_text(path: Path, what: str = "trace file") -> str:
+    """The regular file at `path` as UTF-8 text, a leading byte-order mark dropped; anything else (missing,
+    a folder, a FIFO, a device, a symlink loop, not UTF-8) refused in one line naming it as `what`."""
+    try:  # opened without blocking, so that a FIFO is refused rather than waited on
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
-        raise TraceError(f"trace file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"trace file {path} cannot be read: {e}") from None
+        raise TraceError(f"{what} {path} does not exist") from None
+    except OSError as e:  # a symlink loop, no permission
+        raise TraceError(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        kind = next((name for test, name in NOT_REGULAR.items() if test(mode)), None)
+        if kind is not None or not stat.S_ISREG(mode):
+            raise TraceError(f"{what} {path} is {kind or 'not a regular file'}: give a regular file")
+        try:
+            return f.read().decode("utf-8-sig")
+        except MemoryError:
+            raise TraceError(f"{what} {path} is too large to read into memory") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise TraceError(f"{what} {path} cannot be read: {e}") from None
 
 
 def json_lines(path: Path, text: str | None = None) -> list[tuple[int, Any]]:
@@ -39,11 +64,10 @@ def json_lines(path: Path, text: str | None = None) -> list[tuple[int, Any]]:
     for n, line in enumerate((read_text(path) if text is None else text).splitlines(), 1):
         if line.strip():
             try:
-                value = json.loads(line)
-                refuse_lone_surrogates(value)
+                value = loads(line)
             except json.JSONDecodeError as e:
                 raise TraceError(f"{path}: line {n} is not valid JSON: {e}") from None
-            except FieldError as e:
+            except (FieldError, JSONLimitError) as e:
                 raise TraceError(f"{path}: line {n}: {e}") from None
             out.append((n, value))
     if not out:
@@ -53,13 +77,11 @@ def json_lines(path: Path, text: str | None = None) -> list[tuple[int, Any]]:
 
 def json_document(path: Path, text: str | None = None) -> Any:
     try:
-        value = json.loads(read_text(path) if text is None else text)
-        refuse_lone_surrogates(value)
+        return loads(read_text(path) if text is None else text)
     except json.JSONDecodeError as e:
         raise TraceError(f"{path} is not valid JSON: {e}") from None
-    except FieldError as e:
+    except (FieldError, JSONLimitError) as e:
         raise TraceError(f"{path}: {e}") from None
-    return value
 
 
 def seconds(value: Any, field_path: str, unit: float = 1.0) -> float:
@@ -68,10 +90,10 @@ def seconds(value: Any, field_path: str, unit: float = 1.0) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if not math.isfinite(value):
             raise FieldError(field_path, f"expected a finite number of seconds, got {value!r}")
-        return float(value) * unit
+        return _in_range(float(value) * unit, value, field_path)
     if isinstance(value, str):
-        if value.isdigit():
-            return int(value) * unit
+        if value.isascii() and value.isdigit() and len(value) <= 30:
+            return _in_range(int(value) * unit, value, field_path)
         try:
             when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
@@ -79,6 +101,14 @@ def seconds(value: Any, field_path: str, unit: float = 1.0) -> float:
         else:
             return (when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)).timestamp()
     raise FieldError(field_path, f"expected seconds or an ISO 8601 time, got {value!r:.40}")
+
+
+def _in_range(s: float, value: Any, field_path: str) -> float:
+    if not FIRST_EPOCH_S <= s <= LAST_EPOCH_S:
+        raise FieldError(
+            field_path, f"{str(value)[:40]} is outside the years 1 to 9999 (as seconds since 1970)"
+        )
+    return s
 
 
 def counted(what: str, counts: dict[str, int]) -> list[str]:

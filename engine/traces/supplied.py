@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.fields import FieldError, expect
+from engine.traces.fields import FieldError, JSONLimitError, expect, loads
+from engine.traces.records import read_text
 
 
 @dataclass(frozen=True)
@@ -63,21 +64,14 @@ def _tool(raw: Any, j: int) -> dict[str, Any]:
     }
 
 
-def _read(path: Path, flag: str) -> str:
-    try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise TraceError(f"{flag} {path} cannot be read: {e}") from None
-
-
 def load_supplied(system_file: Path | None, tools_file: Path | None) -> Supplied:
-    system = _read(system_file, "--system-file") if system_file is not None else None
+    system = read_text(system_file, "--system-file") if system_file is not None else None
     if tools_file is None:
         return Supplied(system)
     try:
-        raw = json.loads(_read(tools_file, "--tools-file"))
+        raw = loads(read_text(tools_file, "--tools-file"))
         return Supplied(system, tuple(_tool(t, j) for j, t in enumerate(expect(raw, list, "tools"))))
     except json.JSONDecodeError as e:
         raise TraceError(f"--tools-file {tools_file} is not valid JSON: {e}") from None
-    except FieldError as e:
+    except (FieldError, JSONLimitError) as e:
         raise TraceError(f"--tools-file {tools_file}: {e}") from None

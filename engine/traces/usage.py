@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.traces.fields import FieldError
+from engine.traces.fields import FieldError, token_count
 
 
 @dataclass(frozen=True)
@@ -36,13 +36,10 @@ class RecordedUsage:
 
 
 def count(source: dict[str, Any], key: str, where: str) -> int | None:
-    """A non-negative token count, None when absent; anything else is refused naming the field."""
+    """A token count (`engine.traces.fields.token_count`), None when absent; anything else is refused naming
+    the field."""
     value = source.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise FieldError(f"{where}.{key}", f"expected a token count, got {value!r:.40}")
-    return value
+    return None if value is None else token_count(value, f"{where}.{key}")
 
 
 def _add(*parts: int | None) -> int | None:
