@@ -171,7 +171,8 @@ def summarize(rows: list[tuple[int, str, Row]], names: list[str], baseline: str)
         warm, cold = of(name, "warm"), ttft(of(name, "cold"))
         times = ttft(warm)
         prompt = sum(r.predicted.prompt_tokens for r in warm) or 1
-        reported = [r.sent.exchange.reported.cached_tokens for r in warm]
+        counted = [r for r in warm if not r.sent.exchange.reported.problem]  # impossible usage: left out
+        reported = [r.sent.exchange.reported.cached_tokens for r in counted]
         row: dict[str, Any] = {"layout": name, "n": len(times)}
         if times:
             row |= {"ttft_s": statistics.median(times), "ttft_s_min": min(times), "ttft_s_max": max(times)}
@@ -184,7 +185,9 @@ def summarize(rows: list[tuple[int, str, Row]], names: list[str], baseline: str)
                 "cold_ttft_s_max": max(cold),
             }
         row["cached_share"] = (
-            sum(reported) / prompt if reported and all(c is not None for c in reported) else NOT_REPORTED
+            sum(reported) / (sum(r.predicted.prompt_tokens for r in counted) or 1)
+            if reported and all(c is not None for c in reported)
+            else NOT_REPORTED
         )
         row["predicted_share"] = sum(r.predicted.cached_tokens or 0 for r in warm) / prompt
         row["disagreements"] = sum(r.agrees() == "no" for _, _, r in rows if r.sent.request.session == name)

@@ -153,7 +153,10 @@ class Endpoint:
 def open_endpoint(args: argparse.Namespace) -> Endpoint:
     """The endpoint of `--endpoint`, checked: an http(s) URL with a host."""
     url = args.endpoint.strip().rstrip("/")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:  # an unclosed IPv6 bracket, and the like
+        raise EndpointError(f"--endpoint {url}: not a URL ({e})") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EndpointError(
             f"--endpoint {parts.scheme or '?'}://...: expected an http:// or https:// URL with a host"
@@ -161,6 +164,14 @@ def open_endpoint(args: argparse.Namespace) -> Endpoint:
     if parts.username or parts.password or parts.query or parts.fragment:
         raise EndpointError(
             "--endpoint: give the URL without credentials, query or fragment (the key goes in the environment)"
+        )
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or past 65535
+        port = -1
+    if port is not None and not 1 <= port <= 65535:
+        raise EndpointError(
+            f"--endpoint {parts.scheme}://{parts.netloc}: the port must be a number from 1 to 65535"
         )
     root = url.removesuffix("/v1")
     name = args.api_key_env or API_KEY_ENV[args.api]

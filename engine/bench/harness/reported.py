@@ -11,6 +11,10 @@ Cached tokens, the first field present wins (what every client of the API reads 
 Prompt tokens count the whole prompt, cached tokens included: OpenAI's `prompt_tokens`; Anthropic's
 `input_tokens + cache_read_input_tokens + cache_creation_input_tokens` (its `input_tokens` excludes both);
 llama.cpp's `prompt_n + cache_n` when there is no usage.
+
+Counts that cannot all be true (a negative one, more cached tokens than prompt tokens) are kept as the server
+sent them, with `problem` saying why they are impossible: the report flags the request and leaves its counts
+out of every total.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class Reported:
     cached_tokens: int | None = None  # None: the server did not report it
     cache_written_tokens: int | None = None  # Anthropic's cache_creation_input_tokens
     cached_source: str = ""  # the field cached_tokens was read from
+    problem: str = ""  # why these counts cannot all be true ("" when they can)
 
 
 def _int(value: Any) -> int | None:
@@ -41,6 +46,16 @@ def _int(value: Any) -> int | None:
 
 def _first(*found: tuple[int | None, str]) -> tuple[int | None, str]:
     return next(((v, src) for v, src in found if v is not None), (None, ""))
+
+
+def _problem(raw: dict[str, int | None], prompt: int | None, cached: int | None, source: str) -> str:
+    """Why the counts the server sent (`raw`: field -> value) cannot all be true, or ""."""
+    negative = [f"{name} {v}" for name, v in raw.items() if v is not None and v < 0]
+    if negative:
+        return f"negative count: {', '.join(negative)}"
+    if prompt is not None and cached is not None and cached > prompt:
+        return f"{source} {cached} > {prompt} prompt tokens"
+    return ""
 
 
 def from_openai(
@@ -61,7 +76,14 @@ def from_openai(
     completion = _int(usage.get("completion_tokens"))
     if completion is None:
         completion = _int(timings.get("predicted_n"))
-    return Reported(prompt, completion, cached, None, source)
+    raw = {
+        "usage.prompt_tokens": _int(usage.get("prompt_tokens")),
+        "usage.completion_tokens": _int(usage.get("completion_tokens")),
+        "timings.prompt_n": _int(timings.get("prompt_n")),
+        "timings.predicted_n": _int(timings.get("predicted_n")),
+        source: cached,
+    }
+    return Reported(prompt, completion, cached, None, source, _problem(raw, prompt, cached, source))
 
 
 def from_anthropic(usage: dict[str, Any] | None, extension: dict[str, Any] | None) -> Reported:
@@ -71,6 +93,12 @@ def from_anthropic(usage: dict[str, Any] | None, extension: dict[str, Any] | Non
     cached, source = _first(
         (read, ANTHROPIC_CACHED), (_int(extension.get("cached_tokens")), KVTESTBED_CACHED)
     )
-    uncached = _int(usage.get("input_tokens"))
+    uncached, output = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
     prompt = None if uncached is None else uncached + (read or 0) + (written or 0)
-    return Reported(prompt, _int(usage.get("output_tokens")), cached, written, source)
+    raw = {
+        "usage.input_tokens": uncached,
+        "usage.output_tokens": output,
+        "usage.cache_creation_input_tokens": written,
+        source: cached,
+    }
+    return Reported(prompt, output, cached, written, source, _problem(raw, prompt, cached, source))

@@ -2,7 +2,9 @@
 beside the local prediction; totals; every disagreement; the files (requests.csv, endpoint.json, report.md).
 
 A count the server did not report is "not reported" in every table and file (null in JSON), never 0, and
-is left out of the totals, which say over how many requests they run. Times are seconds.
+is left out of the totals, which say over how many requests they run. A request whose counts cannot all be
+true (a negative one, more cached than prompt tokens) is flagged (`status`: `impossible usage: ...`), compared
+with nothing, and its counts left out of the totals. Times are seconds.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class Row:
             "turn": self.sent.turn,
             "trace_index": self.sent.index + 1,
             "started_s": self.sent.started_s,
-            "status": ex.error or "ok",
+            "status": ex.error or (f"impossible usage: {rep.problem}" if rep.problem else "ok"),
             "ttft_s": ex.ttft_s,
             "itl_median_s": statistics.median(ex.itl_s) if ex.itl_s else None,
             "tpot_s": tpot,
@@ -93,10 +95,16 @@ class Row:
             "agrees": self.agrees(),
         }
 
+    @property
+    def counted(self) -> bool:
+        """Whether the server's counts go into totals: the request succeeded and its counts are possible."""
+        ex = self.sent.exchange
+        return not ex.error and not ex.reported.problem
+
     def agrees(self) -> str | None:
-        """yes / no when both counts exist; None (-) when either is missing."""
+        """yes / no when both counts exist and are possible; None (-) otherwise."""
         cached, predicted = self.sent.exchange.reported.cached_tokens, self.predicted.cached_tokens
-        if cached is None or predicted is None:
+        if cached is None or predicted is None or self.sent.exchange.reported.problem:
             return None
         return "yes" if cached == predicted else "no"
 
@@ -111,13 +119,21 @@ class Row:
 
 
 def totals(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """One summary row: requests, errors, TTFT, and cached tokens reported against predicted, over the
-    requests where both exist."""
-    ok = [r for r in rows if not r.sent.exchange.error]
+    """One summary row: requests, errors, requests with impossible usage, TTFT (over every request answered),
+    and cached tokens reported against predicted, over the requests where both exist and are possible."""
+    answered = [r for r in rows if not r.sent.exchange.error]
+    ok = [r for r in answered if r.counted]
     both = [r for r in ok if r.agrees() is not None]
-    ttft = [r.sent.exchange.ttft_s for r in ok if r.sent.exchange.ttft_s is not None]
-    later = [r.sent.exchange.ttft_s for r in ok if r.sent.turn > 1 and r.sent.exchange.ttft_s is not None]
-    row: dict[str, Any] = {"requests": len(rows), "errors": len(rows) - len(ok), "n": len(ttft)}
+    ttft = [r.sent.exchange.ttft_s for r in answered if r.sent.exchange.ttft_s is not None]
+    later = [
+        r.sent.exchange.ttft_s for r in answered if r.sent.turn > 1 and r.sent.exchange.ttft_s is not None
+    ]
+    row: dict[str, Any] = {
+        "requests": len(rows),
+        "errors": len(rows) - len(answered),
+        "impossible_usage": len(answered) - len(ok),
+        "n": len(ttft),
+    }
     for key, values in (("ttft_s", ttft), ("ttft_later_turns_s", later)):
         if values:
             s = spread(values)
@@ -136,6 +152,7 @@ def totals(rows: Sequence[Row]) -> list[dict[str, Any]]:
 SUMMARY_COLUMNS = [
     "requests",
     "errors",
+    "impossible_usage",
     "n",
     "ttft_s",
     "ttft_later_turns_s",
@@ -153,6 +170,8 @@ def disagreements(rows: Sequence[Row]) -> list[str]:
     lines = []
     for r in rows:
         v = r.values()
+        if not r.counted:
+            continue
         where = f"{v['session']} request {v['turn']}"
         if r.agrees() == "no":
             lines.append(
@@ -182,6 +201,11 @@ def write_endpoint_results(
         if r.sent.exchange.error
     ]
     found = disagreements(rows)
+    impossible = [
+        f"- {r.sent.request.session} request {r.sent.turn}: {markdown_text(r.sent.exchange.reported.problem)}"
+        for r in rows
+        if not r.sent.exchange.error and r.sent.exchange.reported.problem
+    ]
     lines = [
         f"# {title}",
         "",
@@ -204,6 +228,7 @@ def write_endpoint_results(
         if found
         else "Reported and predicted cached tokens agree on every request compared.",
         *found,
+        *(["", "Impossible usage (left out of every total):", *impossible] if impossible else []),
         *(["", "Failed requests:", *errors] if errors else []),
     ]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -41,3 +41,17 @@ def test_refused_urls(url: str) -> None:
     with pytest.raises(EndpointError) as e:
         open_endpoint(parsed("--endpoint", url))
     assert "sk-1" not in str(e.value) and "pw" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("http://127.0.0.1:99999", "the port must be a number from 1 to 65535"),
+        ("http://127.0.0.1:abc", "the port must be a number from 1 to 65535"),
+        ("http://127.0.0.1:0", "the port must be a number from 1 to 65535"),
+        ("http://[::1:8000", "not a URL"),
+    ],
+)
+def test_a_bad_port_or_host_is_one_line(url: str, message: str) -> None:
+    with pytest.raises(EndpointError, match=message):
+        open_endpoint(parsed("--endpoint", url))

@@ -66,3 +66,22 @@ def test_anthropic_input_tokens_exclude_cache_reads_and_writes() -> None:
     r = from_anthropic(usage, None)
     assert (r.prompt_tokens, r.cached_tokens, r.cache_written_tokens, r.completion_tokens) == (90, 64, 16, 4)
     assert r.cached_source == ANTHROPIC_CACHED
+
+
+def test_impossible_counts_are_kept_and_said_to_be_impossible() -> None:
+    negative = from_openai(
+        {"prompt_tokens": -5, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}},
+        None,
+        None,
+    )
+    assert negative.prompt_tokens == -5 and negative.problem == "negative count: usage.prompt_tokens -5"
+    more = from_openai({"prompt_tokens": 10, "prompt_tokens_details": {"cached_tokens": 32}}, None, None)
+    assert more.problem == f"{OPENAI_CACHED} 32 > 10 prompt tokens"
+    llama = from_openai(None, {"cache_n": 4, "prompt_n": -9, "predicted_n": 1}, None)
+    assert llama.problem == "negative count: timings.prompt_n -9"
+    anthropic = from_anthropic({"input_tokens": -3, "cache_read_input_tokens": 8, "output_tokens": 1}, None)
+    assert anthropic.problem == "negative count: usage.input_tokens -3"
+    written = from_anthropic({"input_tokens": 3, "cache_creation_input_tokens": -1}, None)
+    assert written.problem == "negative count: usage.cache_creation_input_tokens -1"
+    fine = from_openai({"prompt_tokens": 32, "prompt_tokens_details": {"cached_tokens": 31}}, None, None)
+    assert fine.problem == "" and from_openai(None, None, None).problem == ""
