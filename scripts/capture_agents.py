@@ -4,62 +4,50 @@ write every request it made (headers with secrets redacted, body) as test fixtur
     python scripts/capture_agents.py [--clients claude-code codex agents-responses ...] [--out tests/fixtures/agents]
                                      [--tools-dir /work/agents-tools] [--base /tmp/kvtestbed-capture] [--timeout 180]
 
-Each client is configured only by its documented settings (base URL, key, model) and runs one small task in a
-fresh git repository (`<base>/work`, one README.md, a fixed commit) with a fresh home (`<base>/home`), so two
-captures differ only where the client itself differs. Claude Code and Codex come from `--tools-dir`
+Each client is configured only by its documented settings (scripts/agent_runs.py: base URL, key, model) and
+runs one small task in a fresh one-commit git repository (`<base>/work`) with a fresh home (`<base>/home`), so
+two captures differ only where the client itself differs. Claude Code and Codex come from `--tools-dir`
 (`npm install --prefix DIR @anthropic-ai/claude-code @openai/codex`) or PATH; the Python clients are
-scripts/agent_clients.py. A client that is not installed is skipped with the reason.
-
-As root (or where user namespaces are allowed) the whole capture re-runs itself in a network namespace of its
-own with only the loopback interface up (`unshare -n`), so no client can reach any other address (telemetry
-included); `--no-netns` skips that, and the clients' documented telemetry switches are set either way.
+scripts/agent_clients.py. A client that is not installed is skipped with the reason. Where it can (root, or
+user namespaces allowed), the capture re-runs itself in a network namespace with only loopback up, so no
+client reaches any other address (telemetry included); `--no-netns` skips that. The clients' documented
+telemetry switches are set either way.
 
 The fixtures: `<out>/<client>-<label>.json` per request ({client, version, method, path, query, headers,
-body}), labels `head`, `no-tools`, `request` (tools offered, no tool result yet), `tool-result`, `-2`, `-3`
-on repeats; ids, device ids, commit hashes and the capture's folder replaced by stable placeholders of the
-same length; and `<out>/manifest.json` (versions, commands, exit status, last line, each request in order).
+body}), labels `head`, `no-tools`, `request` (tools offered, no tool result yet), `tool-result`, with `-2`,
+`-3` on repeats; ids, device ids, commit hashes and the capture's folder replaced by stable placeholders of
+the same length; and `<out>/manifest.json` (versions, commands, exit status, last line, each request in
+order). A rerun replaces the files of the clients it runs and keeps the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import importlib.metadata
 import json
-import os
 import re
-import shlex
-import shutil
 import socket
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from agent_runs import (
+    CODING_AGENTS,
+    PROMPT,
+    PYTHON_AGENTS,
+    ROOT,
+    command,
+    in_loopback_netns,
+    package_version,
+    prepare,
+    run,
+    version,
+)
 from capture_server import make_app
 
-ROOT = Path(__file__).resolve().parent.parent
-CODING_AGENTS = ["claude-code", "codex"]
-PYTHON_AGENTS = ["agents-responses", "agents-chat", "langchain-openai", "langchain-anthropic"]
-PROMPT = "List the markdown files in this directory."
 KEY = "sk-kvtestbed-capture"
-CODEX_PROVIDER = """model = "{model}"
-model_provider = "kvtestbed"
-check_for_update_on_startup = false
-
-[analytics]
-enabled = false
-
-[model_providers.kvtestbed]
-name = "kvtestbed"
-base_url = "{url}/v1"
-env_key = "KVTESTBED_API_KEY"
-wire_api = "responses"
-"""
-QUIET_CLAUDE = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1"}
 PYTHON_PACKAGES = [
     "openai-agents",
     "openai",
@@ -73,10 +61,16 @@ PYTHON_PACKAGES = [
 # Scrubbing: same-length stable placeholders, numbered by first appearance
 
 
-PATTERNS = [
-    ("uuid", re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")),
-    ("hex64", re.compile(r"\b[0-9a-f]{64}\b")),
-    ("hex40", re.compile(r"\b[0-9a-f]{40}\b")),
+HEX = "0-9a-f"
+PATTERNS = [  # bounded by non-hex characters, so `msg_<uuid>` and `"<hex>"` match but longer hex runs do not
+    (
+        "uuid",
+        re.compile(
+            rf"(?<![{HEX}])[{HEX}]{{8}}-[{HEX}]{{4}}-[{HEX}]{{4}}-[{HEX}]{{4}}-[{HEX}]{{12}}(?![{HEX}])"
+        ),
+    ),
+    ("hex64", re.compile(rf"(?<![{HEX}])[{HEX}]{{64}}(?![{HEX}])")),
+    ("hex40", re.compile(rf"(?<![{HEX}])[{HEX}]{{40}}(?![{HEX}])")),
 ]
 
 
@@ -152,143 +146,37 @@ def fixtures(
     return out
 
 
-# Running the clients
-
-
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def find_tool(name: str, tools_dir: Path | None) -> str | None:
-    if tools_dir and (tools_dir / "node_modules" / ".bin" / name).exists():
-        return str(tools_dir / "node_modules" / ".bin" / name)
-    return shutil.which(name)
-
-
-def tool_version(path: str) -> str:
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout.strip()
-    return out.split()[-1] if out.startswith("codex") else out.split()[0]
-
-
-def python_version(client: str) -> str | None:
-    package = "openai-agents" if client.startswith("agents-") else client
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def prepare(base: Path) -> None:
-    """A fresh home and a one-commit git repository with fixed dates, so the commit hash is the same every time."""
-    shutil.rmtree(base, ignore_errors=True)
-    (base / "home").mkdir(parents=True)
-    work = base / "work"
-    work.mkdir()
-    (work / "README.md").write_text("# demo\n\nA small project for the capture.\n")
-    env = os.environ | {
-        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
-    }
-    git = ["git", "-C", str(work), "-c", "user.name=kvtestbed", "-c", "user.email=kvtestbed@localhost"]
-    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
-    subprocess.run([*git, "add", "README.md"], check=True, env=env)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True, env=env)
-
-
-def command(
-    client: str, url: str, base: Path, tools_dir: Path | None
-) -> tuple[list[str], dict[str, str]] | str:
-    """The command line and environment of one client, or the reason it is skipped."""
-    env = {"HOME": str(base / "home"), "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
-    if client == "claude-code":
-        claude = find_tool("claude", tools_dir)
-        if not claude:
-            return "claude not found (npm install --prefix DIR @anthropic-ai/claude-code)"
-        return [claude, "-p", PROMPT], env | QUIET_CLAUDE | {
-            "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": KEY,
-        }
-    if client == "codex":
-        codex = find_tool("codex", tools_dir)
-        if not codex:
-            return "codex not found (npm install --prefix DIR @openai/codex)"
-        home = base / "codex-home"
-        home.mkdir(exist_ok=True)
-        (home / "config.toml").write_text(CODEX_PROVIDER.format(model="gpt-5.4", url=url))
-        return [codex, "exec", PROMPT], env | {"CODEX_HOME": str(home), "KVTESTBED_API_KEY": KEY}
-    if python_version(client) is None:
-        return f"the Python package for {client} is not installed"
-    env |= {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
-    env |= {
-        "OPENAI_BASE_URL": f"{url}/v1",
-        "OPENAI_API_KEY": KEY,
-        "ANTHROPIC_BASE_URL": url,
-        "ANTHROPIC_API_KEY": KEY,
-    }
-    return [sys.executable, str(ROOT / "scripts" / "agent_clients.py"), client], env
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_client(client: str, base: Path, tools_dir: Path | None, timeout: float) -> dict[str, Any]:
+    """One client against a fresh capture server: its run, and every request the server logged."""
     log = base / f"{client}.jsonl"
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    planned = command(client, url, base, tools_dir)
+    planned = command(client, f"http://127.0.0.1:{port}", base, tools_dir, KEY)
     if isinstance(planned, str):
         return {"client": client, "skipped": planned}
-    argv, env = planned
-    version = tool_version(argv[0]) if client in CODING_AGENTS else python_version(client)
     server = uvicorn.Server(uvicorn.Config(make_app(log), host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     while not server.started:
         time.sleep(0.05)
     try:
-        done = subprocess.run(
-            argv,
-            cwd=base / "work",
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        rc, output = (
-            done.returncode,
-            (done.stdout.strip() or done.stderr.strip()),
-        )  # the answer, else the error
-    except subprocess.TimeoutExpired:
-        rc, output = "timeout", f"timed out after {timeout:.0f} s"
+        done = run(*planned, cwd=base / "work", timeout=timeout)
     finally:
         server.should_exit = True
         thread.join()
     records = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
-    shown = shlex.join(
-        [
-            Path(argv[0]).name,
-            *(str(Path(a).relative_to(ROOT)) if a.startswith(f"{ROOT}/") else a for a in argv[1:]),
-        ]
-    )
-    last = output.splitlines()[-1] if output else ""
-    return {
+    entry = {
         "client": client,
-        "version": version,
-        "command": shown,
-        "exit": rc,
-        "last_line": last,
-        "records": records,
+        "version": version(client, tools_dir),
+        "command": done.command,
+        "exit": done.exit,
     }
-
-
-def in_netns() -> int | None:
-    """Re-run this command in a network namespace with only loopback (None: not possible, go on here)."""
-    if os.environ.get("KVTESTBED_CAPTURE_NETNS") or not shutil.which("unshare") or not shutil.which("ip"):
-        return None
-    inner = "ip link set lo up && exec " + shlex.join([sys.executable, *sys.argv])
-    flags = ["-n"] if os.geteuid() == 0 else ["-rn"]
-    env = os.environ | {"KVTESTBED_CAPTURE_NETNS": "1"}
-    return subprocess.run(["unshare", *flags, "sh", "-c", inner], env=env).returncode
+    return entry | {"last_line": done.last_line, "records": records}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=180.0, help="seconds per client")
     parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
     args = parser.parse_args(argv)
-    if not args.no_netns and (rc := in_netns()) is not None:
+    if not args.no_netns and (rc := in_loopback_netns()) is not None:
         return rc
     prepare(args.base)
     scrub = Scrubber({str(args.base): "/tmp/kvtestbed-capture"})
@@ -310,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest_path = args.out / "manifest.json"
     earlier = json.loads(manifest_path.read_text())["clients"] if manifest_path.exists() else []
     manifest: dict[str, Any] = {"date": dt.date.today().isoformat(), "prompt": PROMPT}
-    manifest["python_packages"] = {p: python_version(p) for p in PYTHON_PACKAGES}
+    manifest["python_packages"] = {p: package_version(p) for p in PYTHON_PACKAGES}
     manifest["clients"] = [c for c in earlier if c["client"] not in args.clients]  # the ones not rerun stay
     for client in args.clients:
         result = run_client(client, args.base, args.tools_dir, args.timeout)
@@ -332,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             or f"exit {entry['exit']}, {len(entry['requests'])} requests: {entry['last_line']}"
         )
         print(f"{client}: {said}")
+    order = CODING_AGENTS + PYTHON_AGENTS
+    manifest["clients"].sort(key=lambda c: order.index(c["client"]) if c["client"] in order else len(order))
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n")
     return 0
 

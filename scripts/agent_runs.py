@@ -1,0 +1,173 @@
+"""How each real client is run against a server at a base URL, configured only by its documented settings:
+the command line and environment per client, a fresh work tree, the installed versions, one bounded run, and
+a network namespace with nothing but loopback. Shared by scripts/capture_agents.py (against the capture
+server) and scripts/agents_check.py (against `python -m engine.serve`).
+
+| client | settings |
+|---|---|
+| claude-code | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` (+ its telemetry switches); `claude -p PROMPT` |
+| codex | `$CODEX_HOME/config.toml`: a `[model_providers.kvtestbed]` with `base_url`, `env_key`, `wire_api = "responses"`; `codex exec PROMPT` |
+| agents-responses, agents-chat, langchain-openai, langchain-anthropic | `OPENAI_BASE_URL` / `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`; scripts/agent_clients.py |
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CODING_AGENTS = ["claude-code", "codex"]
+PYTHON_AGENTS = ["agents-responses", "agents-chat", "langchain-openai", "langchain-anthropic"]
+NPM_PACKAGES = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
+BINARIES = {"claude-code": "claude", "codex": "codex"}
+PIP_PACKAGES = {
+    "agents-responses": "openai-agents",
+    "agents-chat": "openai-agents",
+    "langchain-openai": "langchain-openai",
+    "langchain-anthropic": "langchain-anthropic",
+}
+PROMPT = "List the markdown files in this directory."
+CODEX_MODEL = "gpt-5.4"  # the model config.toml names (any name the server serves)
+CODEX_CONFIG = """model = "{model}"
+model_provider = "kvtestbed"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.kvtestbed]
+name = "kvtestbed"
+base_url = "{url}/v1"
+env_key = "KVTESTBED_API_KEY"
+wire_api = "responses"
+"""
+QUIET_CLAUDE = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1"}
+NETNS_VARIABLE = "KVTESTBED_LOOPBACK_NETNS"
+
+
+def find_tool(client: str, tools_dir: Path | None) -> str | None:
+    """The client's binary in `tools_dir` (an `npm install --prefix` folder), else on PATH."""
+    name = BINARIES[client]
+    if tools_dir and (tools_dir / "node_modules" / ".bin" / name).exists():
+        return str(tools_dir / "node_modules" / ".bin" / name)
+    return shutil.which(name)
+
+
+def tool_version(path: str) -> str:
+    """`claude --version` says `2.1.197 (Claude Code)`, `codex --version` says `codex-cli 0.171.0`."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout.split()
+    return (out[-1] if out[0].startswith("codex") else out[0]) if out else "unknown"
+
+
+def package_version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def version(client: str, tools_dir: Path | None) -> str | None:
+    if client in CODING_AGENTS:
+        path = find_tool(client, tools_dir)
+        return tool_version(path) if path else None
+    return package_version(PIP_PACKAGES[client])
+
+
+def prepare(base: Path) -> None:
+    """A fresh home and a one-commit git repository with fixed dates (so the same commit hash every time)."""
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "home").mkdir(parents=True)
+    work = base / "work"
+    work.mkdir()
+    (work / "README.md").write_text("# demo\n\nA small project for the capture.\n")
+    env = os.environ | {
+        "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+    }
+    git = ["git", "-C", str(work), "-c", "user.name=kvtestbed", "-c", "user.email=kvtestbed@localhost"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    subprocess.run([*git, "add", "README.md"], check=True, env=env)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True, env=env)
+
+
+def command(
+    client: str, url: str, base: Path, tools_dir: Path | None, key: str, model: str | None = None
+) -> tuple[list[str], dict[str, str]] | str:
+    """The command line and environment of one client against `url`, or the reason it cannot run. `model`: the
+    name Codex's config.toml and the Python clients ask for (Claude Code asks for its own default)."""
+    env = {"HOME": str(base / "home"), "PATH": os.environ.get("PATH", ""), "LANG": "C.UTF-8"}
+    if client in CODING_AGENTS:
+        binary = find_tool(client, tools_dir)
+        if not binary:
+            return f"{BINARIES[client]} not found (npm install --prefix DIR {NPM_PACKAGES[client]})"
+        if client == "claude-code":
+            return [binary, "-p", PROMPT], env | QUIET_CLAUDE | {
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": key,
+            }
+        home = base / "codex-home"
+        home.mkdir(exist_ok=True)
+        (home / "config.toml").write_text(CODEX_CONFIG.format(model=model or CODEX_MODEL, url=url))
+        return [binary, "exec", PROMPT], env | {"CODEX_HOME": str(home), "KVTESTBED_API_KEY": key}
+    if package_version(PIP_PACKAGES[client]) is None:
+        return f"the Python package {PIP_PACKAGES[client]} is not installed"
+    env |= {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
+    env |= {
+        "OPENAI_BASE_URL": f"{url}/v1",
+        "OPENAI_API_KEY": key,
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": key,
+    }
+    argv = [sys.executable, str(ROOT / "scripts" / "agent_clients.py"), client]
+    return argv + (["--model", model] if model else []), env
+
+
+@dataclass
+class Run:
+    command: str  # as a person would type it (the binary's name, paths in this repository relative)
+    exit: int | str  # the exit status, or "timeout"
+    last_line: str  # the last line of its standard output (its answer), else of its standard error
+    seconds: float
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Run:
+    shown = shlex.join(
+        [
+            Path(argv[0]).name,
+            *(str(Path(a).relative_to(ROOT)) if a.startswith(f"{ROOT}/") else a for a in argv[1:]),
+        ]
+    )
+    start = time.monotonic()
+    try:
+        done = subprocess.run(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired as e:
+        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
+        tail = err.strip().splitlines()[-1:] or [""]
+        return Run(
+            shown, "timeout", f"(timed out after {timeout:.0f} s) {tail[0]}".strip(), time.monotonic() - start
+        )
+    output = done.stdout.strip() or done.stderr.strip()
+    return Run(shown, done.returncode, output.splitlines()[-1] if output else "", time.monotonic() - start)
+
+
+def in_loopback_netns() -> int | None:
+    """Re-run this command in a network namespace with only the loopback interface up, so no client reaches
+    any other address; its exit status, or None when that is not possible here (go on as is)."""
+    if os.environ.get(NETNS_VARIABLE) or not shutil.which("unshare") or not shutil.which("ip"):
+        return None
+    flags = ["-n"] if os.geteuid() == 0 else ["-rn"]
+    if subprocess.run(["unshare", *flags, "true"], capture_output=True).returncode != 0:
+        return None
+    inner = "ip link set lo up && exec " + shlex.join([sys.executable, *sys.argv])
+    return subprocess.run(
+        ["unshare", *flags, "sh", "-c", inner], env=os.environ | {NETNS_VARIABLE: "1"}
+    ).returncode
