@@ -16,6 +16,7 @@ import importlib.metadata
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -145,18 +146,27 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Run:
         ]
     )
     start = time.monotonic()
+    process = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # its own process group, so a timeout ends what it started too (Codex's sandboxed commands)
     try:
-        done = subprocess.run(
-            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired as e:
-        err = (e.stderr or b"").decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or ""
-        tail = err.strip().splitlines()[-1:] or [""]
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        tail = stderr.strip().splitlines()[-1:] or [""]
         return Run(
             shown, "timeout", f"(timed out after {timeout:.0f} s) {tail[0]}".strip(), time.monotonic() - start
         )
-    output = done.stdout.strip() or done.stderr.strip()
-    return Run(shown, done.returncode, output.splitlines()[-1] if output else "", time.monotonic() - start)
+    output = stdout.strip() or stderr.strip()
+    return Run(shown, process.returncode, output.splitlines()[-1] if output else "", time.monotonic() - start)
 
 
 def in_loopback_netns() -> int | None:

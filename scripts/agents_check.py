@@ -1,0 +1,341 @@
+"""Real agents against `python -m engine.serve`, each configured only by its documented settings
+(scripts/agent_runs.py), each run twice: per client, the exit status and last line of each run, the HTTP
+statuses the server answered, and the cached tokens of the first request of the second run that repeats one of
+the first run (same body but for per-session fields).
+
+    scripts/agents_check.sh [--clients claude-code codex agents-responses agents-chat langchain-openai langchain-anthropic]
+                            [--tools-dir DIR] [--out DIR] [--no-install] [--timeout S] [--server-flag=--FLAG=VALUE ...]
+
+Claude Code's (~27k tokens) and Codex's (~10k) prompts exceed SmolLM2's 8k context: they go to one server on
+`synthetic:qwen2.5-0.5b` serving the model names they ask for; the Python clients go to one on `smollm2-135m`
+and ask for that name. Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
+the npm registry (skipped, with the reason, where npm is absent); the Python clients are installed with pip
+where missing. Then, where it can, the check re-runs itself in a network namespace with only loopback up.
+Every wait is bounded (server start, each run); the servers are always stopped. Exit status 0 when every
+client that ran exited 0 both times, got no 4xx/5xx and its repeated request was served cached tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent_runs import (
+    CODEX_MODEL,
+    CODING_AGENTS,
+    NETNS_VARIABLE,
+    NPM_PACKAGES,
+    PIP_PACKAGES,
+    PYTHON_AGENTS,
+    ROOT,
+    Run,
+    command,
+    find_tool,
+    in_loopback_netns,
+    package_version,
+    prepare,
+    run,
+    version,
+)
+
+KEY = "sk-kvtestbed-agents-check"
+CODING_MODEL = "synthetic:qwen2.5-0.5b"
+PYTHON_MODEL = "smollm2-135m"
+CLAUDE_MODELS = ["claude-opus-4-8", "claude-haiku-4-5"]  # Claude Code 2.1's default and its small model
+# The server flag that caps a reply's length (a synthetic model never stops), by the names it may have.
+CAP_FLAGS = ["--max-tokens-cap", "--max-output-tokens", "--max-reply-tokens", "--cap-max-tokens"]
+CAP_TOKENS = 32
+READY_S = 600.0
+INSTALL_S = 900.0
+SKIPPED_VARIABLE = "KVTESTBED_AGENTS_SKIPPED"
+VOLATILE = {"metadata", "prompt_cache_key", "client_metadata", "user", "safety_identifier"}
+ACCESS_LINE = re.compile(
+    r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)(?:\?[^ "]*)? HTTP/[0-9.]+" (?P<status>\d{3})'
+)
+
+
+# Reading what the server wrote (pure: tested in tests/scripts/test_agents_check.py)
+
+
+def http_statuses(log_text: str) -> Counter[tuple[str, str, int]]:
+    """(method, path without query, status) -> count, from uvicorn's access lines."""
+    found = (ACCESS_LINE.search(line) for line in log_text.splitlines())
+    return Counter((m["method"], m["path"], int(m["status"])) for m in found if m)
+
+
+def normalized(body: Any) -> Any:
+    """A request body without the fields that name the session rather than the prompt."""
+    return {k: v for k, v in body.items() if k not in VOLATILE} if isinstance(body, dict) else body
+
+
+def cached_and_prompt(line: dict[str, Any]) -> tuple[int | None, int | None]:
+    """Cached and prompt tokens of one --record line: its kvtestbed object, else its usage in any API's shape."""
+    report = line.get("kvtestbed") or {}
+    if "cached_tokens" in report:
+        return report["cached_tokens"], report.get("prompt_tokens")
+    usage = line.get("usage") or {}
+    if "cache_read_input_tokens" in usage:  # Anthropic: input_tokens excludes what was read or written
+        parts = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+        return usage["cache_read_input_tokens"], sum(usage.get(k) or 0 for k in parts)
+    details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+    return details.get("cached_tokens"), usage.get("prompt_tokens", usage.get("input_tokens"))
+
+
+@dataclass
+class Repeat:
+    index: int  # of the repeating request among the client's recorded requests (1-based)
+    first: int  # of the request it repeats
+    cached: int | None
+    prompt: int | None
+
+
+def find_repeat(run1: list[dict[str, Any]], run2: list[dict[str, Any]]) -> Repeat | None:
+    """The first request of run 2 whose body (less per-session fields) equals a request of run 1."""
+    seen = [normalized(line.get("body")) for line in run1]
+    for i, line in enumerate(run2):
+        body = normalized(line.get("body"))
+        if body in seen:
+            cached, prompt = cached_and_prompt(line)
+            return Repeat(len(run1) + i + 1, seen.index(body) + 1, cached, prompt)
+    return None
+
+
+@dataclass
+class Outcome:
+    client: str
+    version: str | None = None
+    skipped: str | None = None
+    runs: list[Run] = field(default_factory=list)
+    statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
+    recorded: int = 0
+    repeat: Repeat | None = None
+
+    @property
+    def ok(self) -> bool:
+        errors = any(status >= 400 for _, _, status in self.statuses)
+        cached = self.repeat is not None and (self.repeat.cached or 0) > 0
+        return self.skipped is None and all(r.exit == 0 for r in self.runs) and not errors and cached
+
+
+def report(outcome: Outcome, model: str) -> str:
+    """The lines printed for one client."""
+    if outcome.skipped:
+        return f"{outcome.client}: skipped: {outcome.skipped}"
+    lines = [f"{outcome.client} {outcome.version} on {model}: {'ok' if outcome.ok else 'FAILED'}"]
+    for n, r in enumerate(outcome.runs, 1):
+        lines.append(f"  run {n}: exit {r.exit} after {r.seconds:.0f} s; last line: {r.last_line[:200]}")
+    statuses = ", ".join(f"{m} {p} {s} x{c}" for (m, p, s), c in sorted(outcome.statuses.items())) or "none"
+    lines.append(f"  HTTP: {statuses}")
+    if outcome.repeat is None:
+        lines.append(
+            f"  repeat: none of the {outcome.recorded} recorded requests of run 2 repeats one of run 1"
+        )
+    else:
+        rep = outcome.repeat
+        lines.append(
+            f"  repeat: request {rep.index} repeats request {rep.first}: "
+            f"cached {rep.cached if rep.cached is not None else '?'} of {rep.prompt or '?'} prompt tokens"
+        )
+    return "\n".join(lines)
+
+
+# Installing, serving, running
+
+
+def install(clients: list[str], tools_dir: Path) -> dict[str, str]:
+    """Install what is missing; client -> why it is skipped, for those that stay missing."""
+    skipped: dict[str, str] = {}
+    npm = [c for c in clients if c in CODING_AGENTS and not find_tool(c, tools_dir)]
+    if npm and not shutil.which("npm"):
+        skipped |= {c: "npm not found (Node.js and npm install Claude Code and Codex)" for c in npm}
+    elif npm:
+        packages = [NPM_PACKAGES[c] for c in npm]
+        print(f"installing {' '.join(packages)} into {tools_dir} (npm)", flush=True)
+        argv = ["npm", "install", "--no-fund", "--no-audit", "--prefix", str(tools_dir), *packages]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
+        for c in npm:
+            if not find_tool(c, tools_dir):
+                skipped[c] = (
+                    f"npm install {NPM_PACKAGES[c]} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
+                )
+    pip = sorted(
+        {PIP_PACKAGES[c] for c in clients if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c])}
+    )
+    if pip:
+        print(f"installing {' '.join(pip)} (pip)", flush=True)
+        argv = [sys.executable, "-m", "pip", "install", "-q", *pip]
+        subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
+        for c in clients:
+            if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c]):
+                skipped[c] = f"pip install {PIP_PACKAGES[c]} failed"
+    return skipped
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """`python -m engine.serve` in its own process group, its output in `log`; `stop` always ends it."""
+
+    def __init__(self, model: str, names: list[str], out: Path, extra: list[str]) -> None:
+        self.port, self.log, self.record = free_port(), out / "server.log", out / "record.jsonl"
+        self.url = f"http://127.0.0.1:{self.port}"
+        argv = [sys.executable, "-m", "engine.serve", "--model", model, "--port", str(self.port)]
+        argv += ["--record", str(self.record), "--api-key", KEY, "--default-max-tokens", str(CAP_TOKENS)]
+        argv += [f"--served-model-name={n}" for n in names] + extra
+        self.argv = argv
+        env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        with self.log.open("w") as f:
+            self.process = subprocess.Popen(
+                argv, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True
+            )
+
+    def wait_ready(self) -> str | None:
+        """None when it answers /metrics, else why not."""
+        deadline = time.monotonic() + READY_S
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                tail = self.log.read_text().strip().splitlines()[-1:] or ["?"]
+                return f"the server exited with {self.process.returncode}: {tail[0]}"
+            try:
+                with urllib.request.urlopen(f"{self.url}/metrics", timeout=5):
+                    return None
+            except OSError:
+                time.sleep(1)
+        return f"the server was not ready after {READY_S:.0f} s"
+
+    def mark(self) -> tuple[int, int]:
+        """Where the log and the record file end now."""
+        size = self.log.stat().st_size if self.log.exists() else 0
+        lines = len(self.record.read_text().splitlines()) if self.record.exists() else 0
+        return size, lines
+
+    def since(self, mark: tuple[int, int]) -> tuple[str, list[dict[str, Any]]]:
+        log = self.log.read_bytes()[mark[0] :].decode(errors="replace")
+        lines = self.record.read_text().splitlines()[mark[1] :] if self.record.exists() else []
+        return log, [json.loads(line) for line in lines]
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def cap_flags() -> list[str]:
+    """The reply-length cap, where this server has such a flag (its --help names it)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "engine.serve", "--help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return next(([f"{flag}={CAP_TOKENS}"] for flag in CAP_FLAGS if flag in done.stdout), [])
+
+
+def check_client(
+    client: str, server: Server, base: Path, args: argparse.Namespace, model: str | None
+) -> Outcome:
+    planned = command(client, server.url, base, args.tools_dir, KEY, model)
+    if isinstance(planned, str):
+        return Outcome(client, skipped=planned)
+    outcome = Outcome(client, version=version(client, args.tools_dir))
+    timeout = args.timeout if client in CODING_AGENTS else args.python_timeout
+    records: list[list[dict[str, Any]]] = []
+    for _ in range(2):
+        mark = server.mark()
+        outcome.runs.append(run(*planned, cwd=base / "work", timeout=timeout))
+        time.sleep(1.0)  # the last access line and record are written after the response
+        log, lines = server.since(mark)
+        outcome.statuses += http_statuses(log)
+        records.append(lines)
+    outcome.recorded = len(records[1])
+    outcome.repeat = find_repeat(*records)
+    return outcome
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--clients", nargs="+", default=CODING_AGENTS + PYTHON_AGENTS, choices=CODING_AGENTS + PYTHON_AGENTS
+    )
+    parser.add_argument(
+        "--tools-dir", type=Path, default=Path.home() / ".cache" / "kvtestbed" / "agent-tools"
+    )
+    parser.add_argument("--out", type=Path, default=Path("/tmp/kvtestbed-agents-check"))
+    parser.add_argument("--no-install", action="store_true", help="only find the clients, install nothing")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per Claude Code / Codex run")
+    parser.add_argument("--python-timeout", type=float, default=300.0, help="seconds per Python client run")
+    parser.add_argument(
+        "--server-flag", action="append", default=[], help="an extra engine.serve flag (repeatable)"
+    )
+    parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped on a kill too
+    if os.environ.get(NETNS_VARIABLE):  # the re-run inside the namespace: the installs are done
+        skipped = json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
+    else:
+        skipped = {} if args.no_install else install(args.clients, args.tools_dir)
+        os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
+        if not args.no_netns and (rc := in_loopback_netns()) is not None:
+            return rc
+    groups = [
+        (CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], [c for c in args.clients if c in CODING_AGENTS], None),
+        (PYTHON_MODEL, [PYTHON_MODEL], [c for c in args.clients if c in PYTHON_AGENTS], PYTHON_MODEL),
+    ]
+    cap = cap_flags()
+    print(
+        f"reply cap: {' '.join(cap) if cap else f'none on this server (only --default-max-tokens {CAP_TOKENS})'}"
+    )
+    outcomes: list[tuple[Outcome, str]] = []
+    for model, names, clients, client_model in groups:
+        runnable = [c for c in clients if c not in skipped]
+        outcomes += [(Outcome(c, skipped=skipped[c]), model) for c in clients if c in skipped]
+        if not runnable:
+            continue
+        out = args.out / model.replace(":", "-")
+        prepare(out)
+        server = Server(model, names, out, cap + args.server_flag)
+        try:
+            print(f"server: {' '.join(server.argv[1:])}", flush=True)
+            if (why := server.wait_ready()) is not None:
+                outcomes += [(Outcome(c, skipped=why), model) for c in runnable]
+                continue
+            for client in runnable:
+                outcome = check_client(client, server, out, args, client_model)
+                outcomes.append((outcome, model))
+                print(report(outcome, model), flush=True)
+        finally:
+            server.stop()
+    print("\nsummary:")
+    for outcome, model in outcomes:
+        print(
+            report(outcome, model)
+            if outcome.skipped
+            else f"  {outcome.client}: {'ok' if outcome.ok else 'FAILED'}"
+        )
+    return 0 if all(o.ok for o, _ in outcomes if not o.skipped) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
