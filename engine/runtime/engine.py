@@ -43,6 +43,9 @@ class Engine(LoadedModel):
         self.requests: dict[str, Request] = {}
         self._ids = itertools.count()
         self._ready: list[StepOutput] = []
+        # Called from `step` with (request id, cached tokens) when a request is first admitted (its prefix
+        # looked up), before that step's forward: a server opens the request's stream then.
+        self.on_admitted: Callable[[str, int], None] | None = None
 
     # ---- requests ------------------------------------------------------------------------------------
     def add_request(
@@ -126,6 +129,8 @@ class Engine(LoadedModel):
         for req in scheduled.admitted:
             if req.admitted is None:  # the first admission: what the prompt got from the cache
                 req.admitted, req.lookup_s, req.cached_tokens = t0, t_lookup - t0, req.seq.num_cached
+                if self.on_admitted is not None:
+                    self.on_admitted(req.id, req.cached_tokens)
             req.window = req.window or self._window(req)
         if not scheduled.work:
             return []

@@ -18,12 +18,13 @@ from pathlib import Path
 
 import uvicorn
 
-from engine.arguments import int_flag
+from engine.arguments import float_flag, int_flag
 from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import InvalidArgumentError
 from engine.runtime.loader import load
 from engine.serve.app import build_state, create_app
 from engine.serve.recorder import Recorder
+from engine.serve.shutdown import DrainingServer
 
 KEY_VARIABLE = "KVTESTBED_API_KEY"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -67,6 +68,18 @@ def parser() -> argparse.ArgumentParser:
         default=1024,
         help="max_tokens of an OpenAI request that sets none (default 1024, less if the context is shorter)",
     )
+    p.add_argument(
+        "--keepalive-s",
+        type=float_flag(positive=True),
+        default=5.0,
+        help="a stream sends a keep-alive after this many seconds without sending anything (default 5)",
+    )
+    p.add_argument(
+        "--drain-s",
+        type=float_flag(0.0),
+        default=30.0,
+        help="on SIGTERM, seconds the requests in flight get to finish before they end with a 503 (default 30)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -108,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=args.max_queue,
         max_body_bytes=args.max_body_mb << 20,
         default_max_tokens=args.default_max_tokens,
+        keepalive_s=args.keepalive_s,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}"
@@ -131,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run()
+    DrainingServer(config, state.drain, args.drain_s).run()
     return 0
 
 

@@ -15,8 +15,8 @@ from engine.serve.cache_report import written_tokens
 from engine.serve.chat_request import ChatRequest, new_id
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
-from engine.serve.streaming import TextStream, sse
-from engine.serve.worker import Delta, Failed, Finished, Started
+from engine.serve.streaming import KEEP_ALIVE_COMMENT, KeepAlive, TextStream, sse
+from engine.serve.worker import Admitted, Delta, Failed, Finished
 
 STOP = {"end": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
 
@@ -85,17 +85,14 @@ async def stream(
             {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": shown}},
         )
 
-    started = False
+    started = False  # message_start is out: keep-alives are `ping` events from then on
     async for event in events:
-        if not started and isinstance(event, Started | Finished):
-            prompt, cached = (
-                (event.prompt_tokens, event.cached_tokens)
-                if isinstance(event, Started)
-                else (event.generation.usage.prompt_tokens, event.generation.usage.cached_tokens)
-            )
-            yield _start(req, prompt, cached, block_size)
+        if isinstance(event, KeepAlive):
+            yield sse({"type": "ping"}, "ping") if started else KEEP_ALIVE_COMMENT
+        elif isinstance(event, Admitted):
+            yield _start(req, event.prompt_tokens, event.cached_tokens, block_size)
             started = True
-        if isinstance(event, Delta) and (shown := text.feed(event.text)):
+        elif isinstance(event, Delta) and (shown := text.feed(event.text)):
             yield text_block(shown, block)
             block = 0
         elif isinstance(event, Failed):

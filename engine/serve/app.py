@@ -37,8 +37,10 @@ from engine.serve.handling import ChatHandler, answer, read_json
 from engine.serve.metrics import Metrics
 from engine.serve.openai_request import parse_openai
 from engine.serve.page import STATIC, RequestLog
+from engine.serve.preparation import Preparer
 from engine.serve.processing import Processor
 from engine.serve.recorder import Recorder
+from engine.serve.shutdown import Drain
 from engine.serve.streaming import sse
 from engine.serve.worker import EngineWorker, Load
 
@@ -49,6 +51,8 @@ ANTHROPIC_PATHS = ("/v1/messages",)
 @dataclass
 class ServerState:
     worker: EngineWorker
+    preparer: Preparer
+    drain: Drain
     metrics: Metrics
     page: RequestLog
     names: list[str]  # served model names; the first is the --model string unless renamed
@@ -56,6 +60,7 @@ class ServerState:
     recorder: Recorder | None
     api_key: str | None
     max_body_bytes: int
+    keepalive_s: float  # a stream sends a keep-alive after this long without sending anything
     created: int
     tool_format: str  # the tool-call format the model's template teaches (engine/prompts/chat.py)
 
@@ -73,16 +78,31 @@ def build_state(
     max_queue: int = 64,
     max_body_bytes: int = 32 << 20,
     default_max_tokens: int = 1024,
+    keepalive_s: float = 5.0,
 ) -> ServerState:
-    """Everything a server over `engine` holds: the engine thread and its backend, metrics, the page log."""
+    """Everything a server over `engine` holds: the engine thread and its backend, the preparation
+    threads, metrics, the page log."""
     metrics, page = Metrics(), RequestLog()
-    backend = Processor(engine, metrics, page, Load(metrics.waiting.set), default_max_tokens)
+    preparer = Preparer(engine, metrics, page, default_max_tokens)
+    backend = Processor(engine, preparer, metrics, Load(metrics.waiting.set))
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size
     worker = EngineWorker(backend, max_queue)
     created, calls = int(time.time()), tool_format(engine.tokenizer)
     return ServerState(
-        worker, metrics, page, names, block_size, recorder, api_key, max_body_bytes, created, calls
+        worker,
+        preparer,
+        Drain(worker),
+        metrics,
+        page,
+        names,
+        block_size,
+        recorder,
+        api_key,
+        max_body_bytes,
+        keepalive_s,
+        created,
+        calls,
     )
 
 
@@ -97,6 +117,7 @@ def create_app(state: ServerState) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         state.worker.start()
         yield
+        state.preparer.pool.shutdown(wait=False, cancel_futures=True)
         await asyncio.to_thread(state.worker.stop)
         if state.recorder is not None:
             state.recorder.close()
@@ -131,15 +152,18 @@ def create_app(state: ServerState) -> FastAPI:
     )
 
     async def chat(request: Request, api: str) -> Response:
+        state.drain.refuse_if_draining()
         body = await read_json(request, state.max_body_bytes)
         parse, handler = (parse_openai, openai) if api == OPENAI else (parse_messages, anthropic)
         req = parse(body, request.headers, state.names)
         req.tool_format = state.tool_format
         try:
-            return await answer(state.worker, request, req, handler, state.record)
+            return await answer(
+                state.worker, request, req, handler, state.record, state.keepalive_s, state.drain.answering
+            )
         except APIError as e:
             if e.status == 429:
-                state.metrics.rejected(api)
+                state.metrics.counted(api, "rejected")
             raise
 
     @app.post("/v1/chat/completions", dependencies=keyed)

@@ -1,7 +1,8 @@
-"""One chat request from the asyncio side: read the body (size limit, JSON), queue the job, wait for its
-first event while watching for the client going away, then answer: an error, the whole response, or a
-stream. A client that disconnects (waiting, generating or streaming) has its job aborted, which releases
-its blocks."""
+"""One chat request from the asyncio side: read the body (size limit, JSON), submit the job, wait until the
+engine holds it (or refused it) while watching for the client going away, then answer: an error, the whole
+response, or a stream, which opens then and sends a keep-alive whenever nothing else was sent for a while.
+A client that disconnects (waiting, generating or streaming) has its job aborted, which releases its
+blocks."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError, from_engine
 from engine.serve.recorder import Record
-from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Job
+from engine.serve.streaming import KeepAlive
+from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Job, Queued
 
 log = logging.getLogger("kvtestbed.serve")
 DRAIN_FACTOR = 4  # a refused body up to this many times the limit is read to its end before the 413
@@ -95,13 +97,41 @@ class DisconnectWatch:
         self.task.cancel()
 
 
-async def events_after(job: Job, first: Event) -> AsyncIterator[Event]:
-    """`first`, then the job's events up to its final one."""
-    event = first
-    yield event
-    while not isinstance(event, FINAL):
-        event = await job.events.get()
+class Pacer:
+    """A stream's events, with a `KeepAlive` whenever nothing was written for `interval_s` (queued behind
+    other requests, prefilling a long prompt, or generating text that is held back): `written` is told of
+    every chunk sent."""
+
+    def __init__(self, job: Job, interval_s: float) -> None:
+        self.job, self.interval_s = job, interval_s
+        self.loop = asyncio.get_running_loop()
+        self.last = self.loop.time()
+
+    async def events(self, first: Event) -> AsyncIterator[Event | KeepAlive]:
+        """`first`, then the job's events up to its final one, keep-alives between them."""
+        event: Event = first
         yield event
+        pending: asyncio.Future[Event] | None = None  # kept across keep-alives: no event is ever lost
+        try:
+            while not isinstance(event, FINAL):
+                pending = pending or asyncio.ensure_future(self.job.events.get())
+                wait = self.last + self.interval_s - self.loop.time()
+                done, _ = await asyncio.wait({pending}, timeout=max(wait, 0.0))
+                if not done:
+                    self.last = self.loop.time()
+                    yield KeepAlive()
+                    continue
+                event, pending = pending.result(), None
+                yield event
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+    async def written(self, chunks: AsyncIterator[str]) -> AsyncIterator[str]:
+        async for chunk in chunks:
+            if chunk:
+                self.last = self.loop.time()
+                yield chunk
 
 
 @dataclass(frozen=True)
@@ -109,26 +139,40 @@ class ChatHandler:
     """How one API answers: its JSON body, its stream, the usage its recording keeps, its error event."""
 
     body: Callable[[ChatRequest, Finished], dict[str, Any]]
-    stream: Callable[[ChatRequest, AsyncIterator[Event], Record], AsyncIterator[str]]
+    stream: Callable[[ChatRequest, AsyncIterator[Event | KeepAlive], Record], AsyncIterator[str]]
     usage: Callable[[Finished], dict[str, Any]]
     error_event: Callable[[APIError], str]
 
 
 async def answer(
-    worker: EngineWorker, request: Request, req: ChatRequest, api: ChatHandler, record: Record
+    worker: EngineWorker,
+    request: Request,
+    req: ChatRequest,
+    api: ChatHandler,
+    record: Record,
+    keepalive_s: float,
+    answering: set[Job],
 ) -> Response:
+    """Submit the request, then answer it: a stream opens (headers and keep-alives) as soon as the engine
+    holds the request, every check passed; a whole answer waits for the last event. `answering` holds the
+    jobs being answered, for the drain at shutdown (engine/serve/shutdown.py)."""
     job = Job(req, asyncio.get_running_loop())
     worker.submit(job)
+    answering.add(job)
     watch = DisconnectWatch(request)
     settled = False  # the job has ended, or a stream owns it; otherwise it is aborted on the way out
+    streamed = False  # a stream owns it: the stream's end discards it from `answering`
     try:
-        event = await watch.next_event(job)
-        if req.stream and not isinstance(event, Failed):
-            settled = True
+        event = await watch.next_event(job)  # Queued, or an end: refused, failed, aborted
+        if req.stream and isinstance(event, Queued):
+            settled = streamed = True
             watch.close()
-            chunks = api.stream(req, events_after(job, event), record)
+            pacer = Pacer(job, keepalive_s)
+            chunks = pacer.written(api.stream(req, pacer.events(event), record))
             return StreamingResponse(
-                _guarded(worker, job, chunks, api), media_type="text/event-stream", headers=SSE_HEADERS
+                _guarded(worker, job, chunks, api, answering),
+                media_type="text/event-stream",
+                headers=SSE_HEADERS,
             )
         while not isinstance(event, FINAL):
             event = await watch.next_event(job)
@@ -145,10 +189,12 @@ async def answer(
         watch.close()
         if not settled:  # the client went away, or the server is shutting down
             worker.abort(job)
+        if not streamed:
+            answering.discard(job)
 
 
 async def _guarded(
-    worker: EngineWorker, job: Job, chunks: AsyncIterator[str], api: ChatHandler
+    worker: EngineWorker, job: Job, chunks: AsyncIterator[str], api: ChatHandler, answering: set[Job]
 ) -> AsyncIterator[str]:
     """The stream; its job is aborted if the stream ends early: the client went away (the response task
     is cancelled) or a bug (logged; the stream ends with an error event, never a traceback)."""
@@ -161,5 +207,6 @@ async def _guarded(
         log.exception("stream of %s failed", job.request.request_id)
         yield api.error_event(from_engine(e))
     finally:
+        answering.discard(job)
         if not done:
             worker.abort(job)

@@ -39,7 +39,7 @@ class Metrics:
             registry=r,
         )
         self.running = Gauge("kvtestbed_requests_running", "Requests the engine holds", registry=r)
-        self.waiting = Gauge("kvtestbed_requests_waiting", "Requests queued for the engine", registry=r)
+        self.waiting = Gauge("kvtestbed_requests_waiting", "Requests not admitted to a step yet", registry=r)
         self.blocks = Gauge("kvtestbed_kv_blocks", "KV pool blocks by state", ["state"], registry=r)
         self._seen = {"hit_tokens": 0, "miss_tokens": 0, "evictions": 0, "preemptions": 0}
 
@@ -64,11 +64,16 @@ class Metrics:
     def finished(self, api: str, outcome: str, stats: dict[str, int]) -> None:
         """A request is done: the pool first, so that whoever sees it counted sees the pool after it."""
         self.cache(stats)
-        self.running.dec()
-        self.requests.labels(api, outcome).inc()
+        self.ended(api, outcome)
 
-    def rejected(self, api: str) -> None:
-        self.requests.labels(api, "rejected").inc()
+    def ended(self, api: str, outcome: str) -> None:
+        """A request the engine held is done (its pool already counted)."""
+        self.running.dec()
+        self.counted(api, outcome)
+
+    def counted(self, api: str, outcome: str) -> None:
+        """A request's outcome; alone for one that never reached the engine (refused, rejected)."""
+        self.requests.labels(api, outcome).inc()
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

@@ -11,8 +11,8 @@ from typing import Any
 from engine.serve.chat_request import ChatRequest, new_id
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
-from engine.serve.streaming import TextStream, sse
-from engine.serve.worker import Delta, Failed, Finished
+from engine.serve.streaming import KEEP_ALIVE_COMMENT, KeepAlive, TextStream, sse
+from engine.serve.worker import Admitted, Delta, Failed, Finished
 
 FINISH = {"end": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -56,7 +56,8 @@ def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
 
 
 async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -> AsyncIterator[str]:
-    """The chunks of one answer, from the engine thread's events (the first already known to be good)."""
+    """The chunks of one answer, from the engine thread's events: the role chunk at admission, SSE comments
+    as keep-alives, then the content."""
     head = {
         "id": req.request_id,
         "object": "chat.completion.chunk",
@@ -69,9 +70,12 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
         return sse(head | {"choices": [choice]} | extra)
 
     text = TextStream(req.stop, req.calls_format)
-    yield chunk({"role": "assistant", "content": ""})
     async for event in events:
-        if isinstance(event, Delta) and (shown := text.feed(event.text)):
+        if isinstance(event, KeepAlive):
+            yield KEEP_ALIVE_COMMENT
+        elif isinstance(event, Admitted):
+            yield chunk({"role": "assistant", "content": ""})
+        elif isinstance(event, Delta) and (shown := text.feed(event.text)):
             yield chunk({"content": shown})
         elif isinstance(event, Failed):
             yield sse(event.error.openai_body())

@@ -1,5 +1,5 @@
-"""Streaming: server-sent events, and `TextStream`, which decides how much of the generated text a stream
-may show yet.
+"""Streaming: server-sent events, the keep-alive a stream sends while nothing else is ready, and
+`TextStream`, which decides how much of the generated text a stream may show yet.
 
 The engine streams raw text; a client must never see text that the final answer does not contain. So a
 stream holds back any tail that could still become a stop sequence (the final text is cut before it) and,
@@ -11,9 +11,18 @@ prefix of the final content, so `finish` only ever appends.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from engine.serve.tool_calls import Parsed, Text, ToolCallParser
+
+KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's event parser skips it
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    """Nothing was sent for the keep-alive interval (queued, or prefilling): a stream sends its keep-alive
+    (Anthropic's `ping` event once the message has started, an SSE comment otherwise)."""
 
 
 def sse(data: dict[str, Any] | str, event: str | None = None) -> str:

@@ -1,11 +1,11 @@
 """The engine thread: the one thread that owns the `Engine`.
 
-The asyncio side submits `Job`s (and aborts them) through a command queue; the thread drains it between
-engine steps, and each job's events (`Started`, `Delta`, `Finished`, `Failed`, `Aborted`) go back to that
-job's asyncio queue with `loop.call_soon_threadsafe`. What the thread does with jobs is its `Backend`'s
-business (engine/serve/processing.py: the engine's add_request / step / abort, so requests in flight are
-batched by the engine's scheduler). A prefix-cache reset is a command too: the thread empties the cache
-between two steps, only when no request is in flight.
+The asyncio side submits `Job`s (and aborts them); the `Backend` prepares each one off this thread
+(engine/serve/processing.py: render, tokenize and check on the preparation threads) and hands it to the
+command queue, which the thread drains between engine steps: it only adds, steps and aborts. Each job's
+events (`Queued`, `Admitted`, `Delta`, then `Finished`, `Failed` or `Aborted`) go back to that job's
+asyncio queue with `loop.call_soon_threadsafe`. A prefix-cache reset is a command too: the thread empties
+the cache between two steps, only when no request is in flight.
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from engine.serve.errors import APIError
 
 
 @dataclass(frozen=True)
-class Started:
-    """The first token is out: prompt and cached tokens are known."""
+class Queued:
+    """Prepared, and every check passed: the request goes to the engine thread (a stream opens now)."""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The scheduler admitted the request to a step: its prefix is looked up (cached tokens known), its
+    prefill starts."""
 
     prompt_tokens: int
     cached_tokens: int
@@ -56,7 +62,7 @@ class Aborted:
     """The client went away; the request's blocks are released."""
 
 
-Event = Started | Delta | Finished | Failed | Aborted
+Event = Queued | Admitted | Delta | Finished | Failed | Aborted
 FINAL = (Finished, Failed, Aborted)
 
 
@@ -64,7 +70,8 @@ class Job:
     def __init__(self, request: ChatRequest, loop: asyncio.AbstractEventLoop) -> None:
         self.request, self.loop = request, loop
         self.events: asyncio.Queue[Event] = asyncio.Queue()
-        self.cancelled = threading.Event()  # set by the asyncio side; read by the engine thread
+        self.cancelled = threading.Event()  # set by the asyncio side; read by the other threads
+        self.prepared: Any = None  # what the backend's preparation made of the request
 
     def emit(self, event: Event) -> None:
         """From the engine thread: deliver `event` to the asyncio side."""
@@ -105,6 +112,10 @@ class Load:
 class Backend(Protocol):
     load: Load
 
+    def prepare(self, job: Job, queue: Callable[[Job], None]) -> None:
+        """Prepare `job` off the engine thread, then `queue` it for the engine thread (or end it: failed,
+        or cancelled)."""
+
     def add(self, job: Job) -> None: ...
     def abort(self, job: Job) -> None: ...
     def has_unfinished(self) -> bool: ...
@@ -122,10 +133,10 @@ class EngineWorker:
         self.thread.start()
 
     def submit(self, job: Job) -> None:
-        """Queue a job (429 when --max-queue requests are waiting already)."""
+        """Take a job (429 when --max-queue requests are waiting already): prepared, then queued here."""
         self.load.enter(self.max_queue)
         job.request.mark_submitted()
-        self.commands.put(("add", job))
+        self.backend.prepare(job, lambda prepared: self.commands.put(("add", prepared)))
 
     def abort(self, job: Job) -> None:
         job.cancelled.set()

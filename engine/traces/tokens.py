@@ -48,8 +48,9 @@ class IncrementalEncoder:
     def _cuts(self, ids: list[int], offsets: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
         return [(offsets[k][1], k + 1) for k in range(start, len(ids)) if ids[k] in self.cut_ids]
 
-    def encode(self, text: str, key: str = "") -> TokenizedText:
-        """The ids of `text` (exactly as one tokenizer call gives them) and their character offsets."""
+    def encode(self, text: str, key: str = "", keep: bool = True) -> TokenizedText:
+        """The ids of `text` (exactly as one tokenizer call gives them) and their character offsets; kept as
+        the key's last text unless `keep` is False (`remember` then keeps it, once it is wanted)."""
         prev = self.last.get(key) if self.incremental else None
         shared = common_prefix(prev.text, text) if prev is not None else 0
         at = bisect.bisect_right(prev.cuts, (shared, len(prev.ids) + 1)) if prev is not None else 0
@@ -62,5 +63,10 @@ class IncrementalEncoder:
             ids, offsets = prev.ids[:count] + tail_ids, prev.offsets[:count] + tail_offsets
             out = TokenizedText(text, ids, offsets, prev.cuts[:at] + self._cuts(ids, offsets, count))
             self.reused_tokens += count
-        self.last[key] = out
+        if keep:
+            self.remember(key, out)
         return out
+
+    def remember(self, key: str, tokenized: TokenizedText) -> None:
+        """Make `tokenized` the key's last text: the next text of the key reuses its ids."""
+        self.last[key] = tokenized

@@ -154,3 +154,26 @@ def test_what_could_never_fit_is_refused_at_submission(tiny_dir, load) -> None:
     with pytest.raises(InvalidArgumentError, match="needs an idle engine"):
         small.generate(tokens(20, 73))
     assert small.abort(rid)
+
+
+def test_on_admitted_fires_once_per_request_before_its_first_forward(tiny_dir, load) -> None:
+    """The admission hook: each request once, at its first admission (cached tokens known then), before the
+    step's forward computes anything; never again when preempted and readmitted."""
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=160)  # 10 blocks: the three preempt each other
+    first = e.generate(tokens(48, 60), max_new_tokens=1)  # leaves 3 cached blocks
+    seen: list[tuple[str, int, int]] = []  # (request id, cached tokens, forwards run before it)
+    forwards = []
+    run = e.runner.run
+    e.runner.run = lambda work: forwards.append(1) or run(work)
+    e.on_admitted = lambda rid, cached: seen.append((rid, cached, len(forwards)))
+    ids = [e.add_request(tokens(48, 60) + tokens(8, 61 + i), max_new_tokens=40) for i in range(3)]
+    done = {}
+    for _ in range(400):  # bounded
+        done |= {o.request_id: o.generation for o in e.step() if o.finished}
+        if len(done) == 3:
+            break
+    assert len(done) == 3 and first.usage.cached_tokens == 0
+    assert sum(g.preemptions for g in done.values()) > 0  # readmissions happened, and were not reported
+    assert [rid for rid, _, _ in seen] == ids
+    assert seen[0] == (ids[0], 48, 0)  # admitted in the first step, before its forward
+    assert all(cached == done[rid].usage.cached_tokens for rid, cached, _ in seen)

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.runtime.outputs import Generation, Timing, Usage
 from engine.serve.chat_request import OPENAI, ChatRequest
-from engine.serve.worker import Delta, Event, Finished, Started
+from engine.serve.worker import Admitted, Delta, Event, Finished
 
 CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
@@ -48,7 +48,7 @@ def finished(
 
 def events(pieces: list[str], fin: Finished) -> list[Event]:
     u = fin.generation.usage
-    return [Started(u.prompt_tokens, u.cached_tokens), *(Delta(p) for p in pieces), fin]
+    return [Admitted(u.prompt_tokens, u.cached_tokens), *(Delta(p) for p in pieces), fin]
 
 
 def collect(chunks: AsyncIterator[str]) -> list[tuple[str | None, Any]]:

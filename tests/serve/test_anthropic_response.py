@@ -66,7 +66,7 @@ def test_an_empty_answer_has_no_content_block() -> None:
     fin = finished("")
     sent = collect(
         anthropic_response.stream(
-            request(ANTHROPIC, tools=False), replay([fin]), lambda *e: None, block_size=16
+            request(ANTHROPIC, tools=False), replay(events([], fin)), lambda *e: None, block_size=16
         )
     )
     assert [name for name, _ in sent] == ["message_start", "message_delta", "message_stop"]

@@ -5,21 +5,19 @@ this process over a tiny random Qwen2 so that a part of it can be made to fail."
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 import engine
 from engine.errors import CacheCapacityError, ContextOverflowError, NumericalError, PromptError
 from engine.serve import openai_response
-from engine.serve.app import ServerState, build_state, create_app
+from engine.serve.app import ServerState, build_state
 from engine.serve.errors import APIError, from_engine
 from engine.traces.request import FieldError
-from tests.serve.conftest import free_port, http
+from tests.serve.conftest import http
+from tests.serve.in_process import serving
 
 SECRET = "secret internal detail"
 
@@ -57,21 +55,8 @@ def in_process(tiny_dir: Callable[..., Path]) -> Iterator[tuple[str, ServerState
     state = build_state(
         engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096), ["tiny"]
     )
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(state), host="127.0.0.1", port=port, log_level="critical")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "in-process server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", state
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving(state) as server:
+        yield server.url, state
 
 
 def fail(*_args: object, **_kwargs: object) -> None:

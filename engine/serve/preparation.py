@@ -1,0 +1,150 @@
+"""What is done for a request before and after the engine thread holds it, on the preparation threads (a
+small pool; never the engine thread, never the event loop): render with the chat template, refuse a prompt
+far over the context without tokenizing it (engine/prompts/token_bound.py), tokenize (incrementally per
+session), check the context, find the session; and once the request has generated, its report (the
+`kvtestbed` object, the session's memory, the live page). Every check `Engine.add_request` makes is made here
+too, so that a request whose stream has opened is not refused after it.
+
+Nothing is kept for a refused request: the session's tokenizer memory and the session store change only
+for a prompt that passed every check. The session store is shared by the pool's threads under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from engine.errors import CacheCapacityError, ContextOverflowError
+from engine.prompts.chat import render_text
+from engine.prompts.regions import RenderedPrompt, common_prefix
+from engine.prompts.token_bound import TokenBound
+from engine.runtime.engine import Engine
+from engine.runtime.outputs import Generation
+from engine.runtime.request import SamplingParams
+from engine.serve.cache_report import build_report, page_entry
+from engine.serve.chat_request import ChatRequest
+from engine.serve.metrics import Metrics
+from engine.serve.miss_reason import PastRequest, classify
+from engine.serve.page import RequestLog
+from engine.serve.sessions import SessionMatch, SessionStore
+from engine.serve.worker import Finished
+from engine.traces.rendering import TraceRenderer
+from engine.traces.request import TraceRequest
+from engine.traces.tokens import TokenizedText
+
+THREADS = 2  # one long tokenization leaves a thread for everyone else
+
+
+@dataclass
+class Prepared:
+    trace: TraceRequest
+    prompt: TokenizedText
+    max_new_tokens: int
+    match: SessionMatch
+    waited_s: float  # queued -> a preparation thread took it
+    render_s: float
+    tokenize_s: float
+    done: float  # perf_counter when preparation ended
+
+
+class Preparer:
+    def __init__(self, engine: Engine, metrics: Metrics, page: RequestLog, default_max_tokens: int) -> None:
+        self.engine, self.metrics, self.page = engine, metrics, page
+        self.default_max_tokens = default_max_tokens
+        self.context = engine.config.max_position_embeddings
+        self.renderer = TraceRenderer(engine.tokenizer, engine.source.eos_ids)
+        self.bound = TokenBound.of(engine.tokenizer)
+        a, b = ([{"role": "user", "content": c}] for c in ("A", "B"))
+        self.sessions = SessionStore(common_prefix(engine.render(a), engine.render(b)))
+        self.sessions_lock = threading.Lock()
+        self.pool = ThreadPoolExecutor(THREADS, thread_name_prefix="kvtestbed-prep")
+
+    def prepare(self, req: ChatRequest) -> Prepared:
+        t0 = time.perf_counter()
+        key = req.session_id or ""  # implicit sessions share one incremental tokenizer key
+        trace = TraceRequest(req.messages, req.tools, session=key, model=req.model)
+        text = render_text(self.engine.tokenizer, req.messages, req.tools)
+        t1 = time.perf_counter()
+        fewest = self.bound.fewest_tokens(text)
+        if fewest > self.context:
+            raise ContextOverflowError(
+                f"prompt of at least {fewest} tokens ({len(text)} characters, at most "
+                f"{self.bound.max_chars} a token) exceeds the model's context of {self.context} tokens; "
+                "refused before tokenizing (prompts are never truncated)"
+            )
+        prompt = self.renderer.encoder.encode(text, key, keep=False)
+        t2 = time.perf_counter()
+        max_new = self._max_new_tokens(len(prompt.ids), req.max_tokens)
+        self._check_engine(req, len(prompt.ids) + max_new, max_new)
+        with self.sessions_lock:
+            match = self.sessions.resolve(req.session_id, req.session_source, prompt.ids)
+        self.renderer.encoder.remember(key, prompt)
+        return Prepared(trace, prompt, max_new, match, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2)
+
+    def _max_new_tokens(self, prompt_len: int, asked: int | None) -> int:
+        """`max_tokens`, checked against the context; refused, never truncated. Unasked: the server's
+        default, or what the context leaves if that is less."""
+        limit = self.context
+        if asked is None and prompt_len < limit:
+            return min(self.default_max_tokens, limit - prompt_len)
+        if asked is None or prompt_len + asked > limit:
+            plus = f" + max_tokens {asked}" if asked is not None else " (no room for one new token)"
+            raise ContextOverflowError(
+                f"prompt of {prompt_len} tokens{plus} exceeds the model's context of {limit} tokens; "
+                "refused (prompts are never truncated)"
+            )
+        return asked
+
+    def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
+        """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling
+        arguments, and a request the KV cache could never hold."""
+        SamplingParams.checked(max_new, req.temperature, req.top_p, req.seed, req.stop, False)
+        blocks = self.engine.blocks
+        needed = blocks.blocks_for(tokens)
+        if self.engine.cache_enabled and needed > blocks.num_blocks:
+            raise CacheCapacityError(
+                f"request needs {needed} KV blocks ({tokens} tokens at {blocks.block_size} per block) but "
+                f"the cache holds {blocks.num_blocks}; shorten the request or restart with more --cache-tokens"
+            )
+
+    def finish(
+        self, req: ChatRequest, p: Prepared, gen: Generation, waited_s: float, first_token: float
+    ) -> Finished:
+        """The finished request's report (`waited_s`: all its time in queues; `first_token`: perf_counter
+        when its first token came); the session remembers it, the page and the metrics show it."""
+        trace = replace(p.trace, session=p.match.session)
+        ends = self.renderer.message_ends(trace, p.prompt)
+        rendered = RenderedPrompt(p.prompt.ids, p.prompt.text, self.renderer.regions(trace, p.prompt, ends))
+        block_size = self.engine.blocks.block_size
+        analysis = classify(
+            p.match.previous,
+            p.prompt.ids,
+            req.model,
+            req.continues,
+            gen.usage.cached_tokens,
+            block_size,
+            lambda i: rendered.region_at(i).kind,
+        )
+        past = PastRequest(req.request_id, p.match.session, req.model, p.prompt.ids + gen.token_ids[:-1])
+        with self.sessions_lock:
+            self.sessions.remember(past)
+        timing = {
+            "queue_s": waited_s + gen.timing.queue_s,  # for a thread, the engine thread, then a step
+            "render_s": p.render_s,
+            "tokenize_s": p.tokenize_s,
+            "lookup_s": gen.timing.lookup_s,
+            "prefill_s": gen.timing.prefill_s,
+            "ttft_s": gen.timing.ttft_s,
+            "server_ttft_s": first_token - req.submitted_clock,
+            "decode_s": gen.timing.decode_s,
+            "decode_tokens_per_s": gen.timing.decode_tokens_per_s,
+        }
+        report = build_report(
+            req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing
+        )
+        self.page.add(page_entry(req, report, rendered))
+        self.metrics.first_token(timing["server_ttft_s"])
+        full_text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
+        return Finished(gen, report, full_text)

@@ -1,0 +1,181 @@
+"""How a request flows through the server, against an in-process server over a tiny random Qwen2 (the offline
+Qwen tokenizer, one request in the engine at a time, a keep-alive after 50 ms of silence) whose forward
+passes a test can hold at a gate: a stream opens at admission, before any prefill has run, and keeps alive
+while its prefill or its turn in the queue takes as long as it takes; only the engine's own calls run on
+the engine thread; a prompt far over the context is refused without tokenizing, and nothing is kept for a
+refused prompt. Every wait is for an event (a block of the stream, the gate), none for a clock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import engine
+from engine.serve.app import build_state
+from tests.serve.in_process import Gate, InProcess, serving
+
+MODEL = "tiny"
+BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me about lighthouses."}]}
+KEEP_ALIVE = [": keep-alive"]
+PING = ["event: ping", 'data: {"type": "ping"}']
+
+
+@pytest.fixture(scope="module")
+def gated(tiny_dir: Callable[..., Path]) -> Iterator[tuple[InProcess, Gate]]:
+    model = engine.load(
+        str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096, max_num_seqs=1
+    )
+    gate = Gate(model)
+    with serving(build_state(model, [MODEL], keepalive_s=0.05)) as server:
+        yield server, gate
+    gate.open()
+
+
+class Blocks:
+    """The SSE blocks (lists of lines) of a streamed response, read as they arrive."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.lines = response.iter_lines()
+
+    def next(self) -> list[str]:
+        block: list[str] = []
+        for line in self.lines:
+            if line:
+                block.append(line)
+            elif block:
+                return block
+        return block
+
+    def until(self, wanted: Callable[[list[str]], bool]) -> tuple[list[list[str]], list[str]]:
+        """(the blocks before the first one `wanted` accepts, that block)."""
+        skipped = []
+        while not wanted(block := self.next()):
+            assert block, f"the stream ended before the block wanted; it sent {skipped}"
+            skipped.append(block)
+        return skipped, block
+
+    def rest(self) -> list[list[str]]:
+        out = []
+        while block := self.next():
+            out.append(block)
+        return out
+
+
+def stream(server: InProcess, path: str, **extra: Any) -> Any:
+    body = BODY | {"stream": True, "max_tokens": 4} | extra
+    return httpx.stream("POST", server.url + path, json=body, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("path", "opening", "keep_alive", "last"),
+    [
+        ("/v1/chat/completions", '"role": "assistant"', KEEP_ALIVE, ["data: [DONE]"]),
+        (
+            "/v1/messages",
+            "event: message_start",
+            PING,
+            ["event: message_stop", 'data: {"type": "message_stop"}'],
+        ),
+    ],
+)
+def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
+    gated: tuple[InProcess, Gate], path: str, opening: str, keep_alive: list[str], last: list[str]
+) -> None:
+    server, gate = gated
+    gate.close()
+    try:
+        with stream(server, path) as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-")
+            blocks = Blocks(response)
+            before, first = blocks.until(lambda b: b != KEEP_ALIVE)
+            assert opening in "\n".join(first) and all(b == KEEP_ALIVE for b in before)
+            assert gate.held.wait(60) and not gate.opened.is_set()  # admitted; its prefill has not run
+            assert [blocks.next() for _ in range(3)] == [keep_alive] * 3  # while the prefill is held
+            gate.open()
+            rest = [b for b in blocks.rest() if b != keep_alive]
+    finally:
+        gate.open()
+    assert rest[-1] == last and len(rest) >= 4  # the tokens came after
+
+
+def test_a_queued_stream_opens_and_keeps_alive_before_its_turn(gated: tuple[InProcess, Gate]) -> None:
+    """With the engine's only slot held by another request's prefill (and the engine thread inside that
+    forward), a second stream still gets its headers and keep-alives; its role chunk comes at its turn."""
+    server, gate = gated
+    gate.close()
+    try:
+        with stream(server, "/v1/chat/completions") as first:
+            holding = Blocks(first)
+            holding.until(lambda b: b != KEEP_ALIVE)
+            assert gate.held.wait(60)
+            with stream(server, "/v1/chat/completions") as second:
+                assert second.status_code == 200
+                waiting = Blocks(second)
+                assert [waiting.next() for _ in range(3)] == [KEEP_ALIVE] * 3
+                gate.open()
+                _, opening = waiting.until(lambda b: b != KEEP_ALIVE)
+                assert '"role": "assistant"' in opening[0] and waiting.rest()[-1] == ["data: [DONE]"]
+            assert holding.rest()[-1] == ["data: [DONE]"]
+    finally:
+        gate.open()
+
+
+def test_only_the_engine_calls_run_on_the_engine_thread(
+    gated: tuple[InProcess, Gate], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _ = gated
+    preparer, threads = server.state.preparer, []
+
+    def spy(method: Callable[..., Any]) -> Callable[..., Any]:
+        def called(*args: Any, **kwargs: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return method(*args, **kwargs)
+
+        return called
+
+    for name in ("prepare", "finish"):
+        monkeypatch.setattr(preparer, name, spy(getattr(preparer, name)))
+    monkeypatch.setattr(preparer.renderer.encoder, "encode", spy(preparer.renderer.encoder.encode))
+    reply = httpx.post(server.url + "/v1/chat/completions", json=BODY | {"max_tokens": 2}, timeout=120)
+    assert reply.status_code == 200 and reply.json()["usage"]["completion_tokens"] == 2
+    assert len(threads) == 3 and all(t.startswith("kvtestbed-prep") for t in threads), threads
+
+
+def test_a_huge_prompt_is_refused_without_tokenizing_and_nothing_is_kept(
+    gated: tuple[InProcess, Gate], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, _ = gated
+    encoder, sessions = server.state.preparer.renderer.encoder, server.state.preparer.sessions
+    tokenized: list[int] = []
+    encode = encoder.encode
+    monkeypatch.setattr(
+        encoder, "encode", lambda text, *a, **k: tokenized.append(len(text)) or encode(text, *a, **k)
+    )
+    huge = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "x" * (30 << 20)}]}
+    small: dict[str, httpx.Response] = {}
+    beside = threading.Thread(
+        target=lambda: small.update(
+            reply=httpx.post(server.url + "/v1/chat/completions", json=BODY | {"max_tokens": 2}, timeout=120)
+        )
+    )
+    beside.start()
+    refused = httpx.post(
+        server.url + "/v1/messages", json=huge, headers={"X-Session-Id": "huge"}, timeout=300
+    )
+    beside.join(timeout=300)
+    error = refused.json()["error"]
+    assert refused.status_code == 400 and "refused before tokenizing" in error["message"], error
+    assert small["reply"].status_code == 200 and small["reply"].json()["usage"]["completion_tokens"] == 2
+    assert all(n < (1 << 20) for n in tokenized)  # only the small request's text was tokenized
+    over = {"model": MODEL, "max_tokens": 2, "messages": [{"role": "user", "content": "lighthouse " * 9000}]}
+    reply = httpx.post(
+        server.url + "/v1/chat/completions", json=over, headers={"X-Session-Id": "over"}, timeout=120
+    )
+    assert reply.status_code == 400 and "exceeds the model's context" in reply.json()["error"]["message"]
+    assert max(tokenized) > 90_000  # this one was tokenized (under the bound), then refused
+    assert not {"huge", "over"} & (set(encoder.last) | set(sessions.latest))  # nothing kept for either

@@ -1,0 +1,109 @@
+"""SIGTERM drains: new requests get a 503 in their API's shape, requests in flight finish within the grace
+period or end with a 503 (a JSON body for a whole answer, an error event for a stream), and the server
+exits with status 0. In-process (a tiny random Qwen2 whose forward a test holds at a gate) for what happens
+to each request; a real `python -m engine.serve` process for the signal itself."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import engine
+from engine.serve.app import build_state
+from tests.serve.conftest import start, wait_ready
+from tests.serve.in_process import Gate, InProcess, serving
+from tests.serve.test_pipeline import KEEP_ALIVE, Blocks
+
+MODEL = "tiny"
+BODY = {"model": MODEL, "max_tokens": 3, "messages": [{"role": "user", "content": "Tell me about ships."}]}
+
+
+@pytest.fixture
+def gated(tiny_dir: Callable[..., Path]) -> Iterator[tuple[InProcess, Gate]]:
+    """A fresh server each time: a drain is for good."""
+    model = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096)
+    gate = Gate(model)
+    with serving(build_state(model, [MODEL], keepalive_s=0.05)) as server:
+        yield server, gate
+        gate.open()
+
+
+def drain(server: InProcess, grace_s: float) -> Future[None]:
+    loop = server.server.servers[0].get_loop()
+    return asyncio.run_coroutine_threadsafe(server.state.drain.run(grace_s), loop)
+
+
+def post_in_thread(url: str, body: dict[str, Any], out: dict[str, httpx.Response]) -> threading.Thread:
+    thread = threading.Thread(target=lambda: out.update(reply=httpx.post(url, json=body, timeout=120)))
+    thread.start()
+    return thread
+
+
+def test_in_flight_requests_finish_within_the_grace_period_and_new_ones_get_503(
+    gated: tuple[InProcess, Gate],
+) -> None:
+    server, gate = gated
+    gate.close()
+    out: dict[str, httpx.Response] = {}
+    waiting = post_in_thread(server.url + "/v1/chat/completions", BODY, out)
+    assert gate.held.wait(60)
+    drained = drain(server, grace_s=300)
+    for path, shape in (("/v1/chat/completions", "error"), ("/v1/messages", "type")):
+        refused = httpx.post(server.url + path, json=BODY, timeout=60)
+        assert refused.status_code == 503 and shape in refused.json()
+        assert "shutting down" in refused.text and "Traceback" not in refused.text
+    gate.open()
+    waiting.join(timeout=120)
+    assert out["reply"].status_code == 200 and out["reply"].json()["usage"]["completion_tokens"] == 3
+    drained.result(timeout=60)
+
+
+def test_what_is_still_running_after_the_grace_period_ends_with_a_503(gated: tuple[InProcess, Gate]) -> None:
+    server, gate = gated
+    gate.close()
+    out: dict[str, httpx.Response] = {}
+    whole = post_in_thread(server.url + "/v1/chat/completions", BODY, out)
+    body = BODY | {"stream": True}
+    with httpx.stream("POST", server.url + "/v1/messages", json=body, timeout=120) as streamed:
+        assert streamed.status_code == 200 and gate.held.wait(60)
+        drain(server, grace_s=0).result(timeout=60)
+        blocks = [b for b in Blocks(streamed).rest() if b != KEEP_ALIVE and b[0] != "event: ping"]
+    whole.join(timeout=120)
+    assert out["reply"].status_code == 503
+    assert out["reply"].json()["error"]["code"] == "shutting_down"
+    assert blocks[-1][0] == "event: error"
+    error = json.loads(blocks[-1][1].removeprefix("data: "))
+    assert error["type"] == "error" and "shutting down" in error["error"]["message"]
+    assert not server.state.drain.answering
+
+
+def test_sigterm_drains_the_server_process_and_it_exits_cleanly(
+    tmp_path: Path, tiny_dir: Callable[..., Path]
+) -> None:
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    server = start(["--model", model, "--device", "cpu", "--drain-s", "0"], tmp_path / "serve.log")
+    try:
+        wait_ready(server)
+        body = BODY | {"model": model, "max_tokens": 8000, "stream": True}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=120) as streamed:
+            blocks = Blocks(streamed)
+            blocks.until(lambda b: '"content": "' in b[0] and '"role"' not in b[0])  # generating
+            server.process.send_signal(signal.SIGTERM)
+            last = blocks.rest()[-1]
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(timeout=10)
+    assert json.loads(last[0].removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert "Traceback" not in server.log.read_text()
+
