@@ -106,4 +106,3 @@ def test_sigterm_drains_the_server_process_and_it_exits_cleanly(
             server.process.wait(timeout=10)
     assert json.loads(last[0].removeprefix("data: "))["error"]["code"] == "shutting_down"
     assert "Traceback" not in server.log.read_text()
-
