@@ -7,7 +7,6 @@ final usage)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +14,8 @@ from engine.serve.cache_report import written_tokens
 from engine.serve.chat_request import ChatRequest, new_id
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
-from engine.serve.streaming import KEEP_ALIVE_COMMENT, KeepAlive, TextStream, sse
+from engine.serve.streaming import KEEP_ALIVE_COMMENT, AnswerStream, KeepAlive, sse
+from engine.serve.tool_calls import CallArguments, Piece, Text
 from engine.serve.worker import Admitted, Delta, Failed, Finished
 
 STOP = {"end": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
@@ -66,59 +66,63 @@ def _start(req: ChatRequest, prompt_tokens: int, cached_tokens: int, block_size:
     return sse({"type": "message_start", "message": body}, "message_start")
 
 
+class _Blocks:
+    """The content blocks of a streamed message, opened and closed as the answer's pieces come: a text block
+    for text, a `tool_use` block for each call (started with its name, then `input_json_delta` fragments)."""
+
+    def __init__(self) -> None:
+        self.index, self.kind = -1, ""  # the open block ("": none)
+
+    def piece(self, piece: Piece) -> str:
+        if isinstance(piece, CallArguments):
+            delta = {"type": "input_json_delta", "partial_json": piece.fragment}
+            return _event("content_block_delta", index=self.index, delta=delta)
+        if isinstance(piece, Text):
+            opening = self._open("text", {"type": "text", "text": ""}) if self.kind != "text" else ""
+            delta = {"type": "text_delta", "text": piece.text}
+            return opening + _event("content_block_delta", index=self.index, delta=delta)
+        use = {"type": "tool_use", "id": new_id("toolu_"), "name": piece.name, "input": {}}
+        return self._open("tool_use", use)
+
+    def _open(self, kind: str, block: dict[str, Any]) -> str:
+        closing = self.close()
+        self.index, self.kind = self.index + 1, kind
+        return closing + _event("content_block_start", index=self.index, content_block=block)
+
+    def close(self) -> str:
+        closing = _event("content_block_stop", index=self.index) if self.kind else ""
+        self.kind = ""
+        return closing
+
+
+def _event(kind: str, **fields: Any) -> str:
+    return sse({"type": kind, **fields}, kind)
+
+
 async def stream(
     req: ChatRequest, events: AsyncIterator[Any], record: Record, block_size: int
 ) -> AsyncIterator[str]:
-    text, block = TextStream(req.stop, req.calls_format), -1  # block: index of the open text block
-
-    def blocks(*items: dict[str, Any]) -> str:
-        return "".join(sse(item, item["type"]) for item in items)
-
-    def text_block(shown: str, index: int) -> str:
-        opening = (
-            []
-            if index >= 0
-            else [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
-        )
-        return blocks(
-            *opening,
-            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": shown}},
-        )
-
+    """The events of one message: `message_start` at admission, keep-alives (SSE comments before it, `ping`
+    events after), the content blocks as the answer forms, then `message_delta` and `message_stop`."""
+    answer, blocks = AnswerStream(req.stop, req.calls_format), _Blocks()
     started = False  # message_start is out: keep-alives are `ping` events from then on
     async for event in events:
         if isinstance(event, KeepAlive):
-            yield sse({"type": "ping"}, "ping") if started else KEEP_ALIVE_COMMENT
+            yield _event("ping") if started else KEEP_ALIVE_COMMENT
         elif isinstance(event, Admitted):
             yield _start(req, event.prompt_tokens, event.cached_tokens, block_size)
             started = True
-        elif isinstance(event, Delta) and (shown := text.feed(event.text)):
-            yield text_block(shown, block)
-            block = 0
+        elif isinstance(event, Delta):
+            for piece in answer.feed(event.text):
+                yield blocks.piece(piece)
         elif isinstance(event, Failed):
             yield sse(event.error.anthropic_body(), "error")
         elif isinstance(event, Finished):
             out = outcome_of(req, event)
-            if rest := text.finish(out.parsed):
-                yield text_block(rest, block)
-                block = 0
-            if block == 0:
-                yield blocks({"type": "content_block_stop", "index": 0})
-            for i, use in enumerate(_tool_uses(out), start=block + 1):
-                arguments = json.dumps(use.pop("input"), ensure_ascii=False)
-                yield blocks(
-                    {"type": "content_block_start", "index": i, "content_block": use | {"input": {}}},
-                    {
-                        "type": "content_block_delta",
-                        "index": i,
-                        "delta": {"type": "input_json_delta", "partial_json": arguments},
-                    },
-                    {"type": "content_block_stop", "index": i},
-                )
+            for piece in answer.finish(event.generation.text):
+                yield blocks.piece(piece)
+            yield blocks.close()
             delta = {"stop_reason": STOP[out.reason], "stop_sequence": out.stop_sequence}
-            yield sse(
-                {"type": "message_delta", "delta": delta, "usage": usage(event), "kvtestbed": out.report},
-                "message_delta",
-            )
+            yield _event("message_delta", delta=delta, usage=usage(event), kvtestbed=out.report)
             record(req, usage(event), out.report)
-            yield sse({"type": "message_stop"}, "message_stop")
+            yield _event("message_stop")

@@ -11,7 +11,8 @@ from typing import Any
 from engine.serve.chat_request import ChatRequest, new_id
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
-from engine.serve.streaming import KEEP_ALIVE_COMMENT, KeepAlive, TextStream, sse
+from engine.serve.streaming import KEEP_ALIVE_COMMENT, AnswerStream, KeepAlive, sse
+from engine.serve.tool_calls import CallStart, Piece, Text
 from engine.serve.worker import Admitted, Delta, Failed, Finished
 
 FINISH = {"end": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
@@ -27,23 +28,30 @@ def usage(fin: Finished) -> dict[str, Any]:
     }
 
 
-def _tool_calls(out: Outcome, streamed: bool) -> list[dict[str, Any]]:
+def _tool_calls(out: Outcome) -> list[dict[str, Any]]:
     return [
-        ({"index": i} if streamed else {})
-        | {
-            "id": new_id("call_"),
-            "type": "function",
-            "function": {"name": c.name, "arguments": c.arguments},
-        }
-        for i, c in enumerate(out.parsed.calls)
+        {"id": new_id("call_"), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in out.parsed.calls
     ]
+
+
+def _delta(piece: Piece) -> dict[str, Any]:
+    """A chunk's delta for a piece of the answer: content, a call's start (its id and name, as vLLM sends
+    it) or a fragment of its arguments."""
+    if isinstance(piece, Text):
+        return {"content": piece.text}
+    if isinstance(piece, CallStart):
+        function = {"name": piece.name, "arguments": ""}
+        call = {"index": piece.index, "id": new_id("call_"), "type": "function", "function": function}
+        return {"tool_calls": [call]}
+    return {"tool_calls": [{"index": piece.index, "function": {"arguments": piece.fragment}}]}
 
 
 def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
     out = outcome_of(req, fin)
     message: dict[str, Any] = {"role": "assistant", "content": out.parsed.content}
     if out.parsed.calls:
-        message["tool_calls"] = _tool_calls(out, streamed=False)
+        message["tool_calls"] = _tool_calls(out)
     return {
         "id": req.request_id,
         "object": "chat.completion",
@@ -57,7 +65,7 @@ def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
 
 async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -> AsyncIterator[str]:
     """The chunks of one answer, from the engine thread's events: the role chunk at admission, SSE comments
-    as keep-alives, then the content."""
+    as keep-alives, then the content and the tool calls as they form."""
     head = {
         "id": req.request_id,
         "object": "chat.completion.chunk",
@@ -69,22 +77,21 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return sse(head | {"choices": [choice]} | extra)
 
-    text = TextStream(req.stop, req.calls_format)
+    answer = AnswerStream(req.stop, req.calls_format)
     async for event in events:
         if isinstance(event, KeepAlive):
             yield KEEP_ALIVE_COMMENT
         elif isinstance(event, Admitted):
             yield chunk({"role": "assistant", "content": ""})
-        elif isinstance(event, Delta) and (shown := text.feed(event.text)):
-            yield chunk({"content": shown})
+        elif isinstance(event, Delta):
+            for piece in answer.feed(event.text):
+                yield chunk(_delta(piece))
         elif isinstance(event, Failed):
             yield sse(event.error.openai_body())
         elif isinstance(event, Finished):
             out = outcome_of(req, event)
-            if rest := text.finish(out.parsed):
-                yield chunk({"content": rest})
-            if out.parsed.calls:
-                yield chunk({"tool_calls": _tool_calls(out, streamed=True)})
+            for piece in answer.finish(event.generation.text):
+                yield chunk(_delta(piece))
             last = {} if req.include_usage else {"kvtestbed": out.report}
             yield chunk({}, FINISH[out.reason], **last)
             if req.include_usage:

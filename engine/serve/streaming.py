@@ -1,11 +1,12 @@
 """Streaming: server-sent events, the keep-alive a stream sends while nothing else is ready, and
-`TextStream`, which decides how much of the generated text a stream may show yet.
+`AnswerStream`, which decides what of the generated text a stream may send yet, as `Piece`s: text, a tool
+call's name as soon as it is read, then its argument fragments (engine/serve/tool_calls.py reads them).
 
 The engine streams raw text; a client must never see text that the final answer does not contain. So a
 stream holds back any tail that could still become a stop sequence (the final text is cut before it) and,
-when tool calls are parsed, shows only the text outside them (engine/serve/tool_calls.py: what may yet
-become a call is held back; a parsed call is sent as a call, not as text). Invariant: what was shown is a
-prefix of the final content, so `finish` only ever appends.
+when tool calls are parsed, whatever may still become a call; a call is sent as a call as it forms, never as
+text. Invariant: the pieces sent during the stream and at its end are exactly the final content and calls
+(the parser reads the same text, in pieces, that `outcome_of` reads whole).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine.serve.tool_calls import Parsed, Text, ToolCallParser
+from engine.serve.tool_calls import Piece, Text, ToolCallParser
 
 KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's event parser skips it
 
@@ -41,15 +42,14 @@ def _held_tail(text: str, markers: list[str]) -> int:
     return best
 
 
-class TextStream:
+class AnswerStream:
     """`tool_format`: the format tool calls are parsed in (None: no tools are parsed)."""
 
     def __init__(self, stop: list[str], tool_format: str | None) -> None:
         self.stop = stop
         self.tools = ToolCallParser.for_format(tool_format) if tool_format else None
         self.text = ""  # everything generated so far
-        self.safe = 0  # characters of it past which no stop sequence can start
-        self.shown = 0  # characters of content already sent
+        self.safe = 0  # characters of it past which no stop sequence can start, all given to the parser
 
     def _safe(self) -> int:
         """How much of `self.text` is known to come before any stop sequence."""
@@ -58,19 +58,21 @@ class TextStream:
             return max(cut, self.safe)
         return max(len(self.text) - _held_tail(self.text, self.stop), self.safe)
 
-    def feed(self, delta: str) -> str:
-        """New text from the engine -> the text to send now ("" when all of it is held back)."""
+    def feed(self, delta: str) -> list[Piece]:
+        """New text from the engine -> the pieces to send now (none when all of it is held back)."""
         self.text += delta
         safe = self._safe()
         new, self.safe = self.text[self.safe : safe], safe
-        if self.tools is not None:
-            new = "".join(p.text for p in self.tools.feed(new) if isinstance(p, Text))
-        self.shown += len(new)
-        return new
+        return self._pieces(new)
 
-    def finish(self, parsed: Parsed) -> str:
-        """The final content (stop sequences cut, calls taken out) -> the text still to send."""
-        content = parsed.content or ""
-        rest = content[self.shown :]
-        self.shown = len(content)
-        return rest
+    def finish(self, final_text: str) -> list[Piece]:
+        """The engine's final text (stop sequences cut; what was fed is a prefix of it) -> the pieces still
+        to send."""
+        rest = final_text[self.safe :] if final_text.startswith(self.text[: self.safe]) else ""
+        self.safe = len(final_text)
+        return self._pieces(rest) + (self.tools.finish()[0] if self.tools is not None else [])
+
+    def _pieces(self, text: str) -> list[Piece]:
+        if self.tools is not None:
+            return self.tools.feed(text)
+        return [Text(text)] if text else []

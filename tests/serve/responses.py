@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from engine.runtime.outputs import Generation, Timing, Usage
@@ -68,3 +68,23 @@ def collect(chunks: AsyncIterator[str]) -> list[tuple[str | None, Any]]:
 async def replay(items: list[Event]) -> AsyncIterator[Event]:
     for item in items:
         yield item
+
+
+def by_event(stream: Callable[[AsyncIterator[Event]], AsyncIterator[str]], items: list[Event]) -> list[str]:
+    """What a stream sent after each of `items` (all its chunks for that event, joined)."""
+    sent: list[list[str]] = []
+
+    async def source() -> AsyncIterator[Event]:
+        for item in items:
+            sent.append([])
+            yield item
+
+    async def run() -> None:
+        async for chunk in stream(source()):
+            sent[-1].append(chunk)
+
+    asyncio.run(run())
+    return ["".join(chunks) for chunks in sent]
+
+
+CALL_DELTAS = ['<tool_call>\n{"name": "get_weather", ', '"arguments": {"city": "Pa', 'ris"}}\n</tool_call>']

@@ -8,7 +8,7 @@ from pydantic import TypeAdapter
 
 from engine.serve import anthropic_response
 from engine.serve.chat_request import ANTHROPIC
-from tests.serve.responses import CALL, collect, events, finished, replay, request
+from tests.serve.responses import CALL, CALL_DELTAS, by_event, collect, events, finished, replay, request
 
 EVENT = TypeAdapter(RawMessageStreamEvent)
 
@@ -70,3 +70,21 @@ def test_an_empty_answer_has_no_content_block() -> None:
         )
     )
     assert [name for name, _ in sent] == ["message_start", "message_delta", "message_stop"]
+
+
+def test_a_tool_use_block_streams_as_it_forms() -> None:
+    """Its block starts with the name once the name is read, then `input_json_delta` fragments."""
+    fin = finished(CALL)
+    sent = by_event(
+        lambda e: anthropic_response.stream(request(ANTHROPIC), e, lambda *r: None, block_size=16),
+        events(CALL_DELTAS, fin),
+    )
+    assert sent[1].startswith("event: content_block_start") and '"name": "get_weather"' in sent[1]
+    assert "input_json_delta" in sent[2] and '\\"Pa' in sent[2]
+    snapshot, buffers = None, {}
+    for block in "".join(sent).strip().split("\n\n"):
+        data = block.split("data: ", 1)[1]
+        event = EVENT.validate_json(data)
+        snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
+    assert [b.type for b in snapshot.content] == ["tool_use"] and snapshot.stop_reason == "tool_use"
+    assert snapshot.content[0].name == "get_weather" and snapshot.content[0].input == {"city": "Paris"}

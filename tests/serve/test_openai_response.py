@@ -8,7 +8,7 @@ from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from engine.serve import openai_response
-from tests.serve.responses import CALL, collect, events, finished, replay, request
+from tests.serve.responses import CALL, CALL_DELTAS, by_event, collect, events, finished, replay, request
 
 RECORDED: list[tuple] = []
 
@@ -53,3 +53,22 @@ def test_a_stop_sequence_ends_a_stream_before_it() -> None:
     text = "".join(d["choices"][0]["delta"].get("content", "") for _, d in sent[:-1] if d["choices"])
     assert text == "The answer is 4"
     assert sent[-2][1]["choices"][0]["finish_reason"] == "stop" and "kvtestbed" in sent[-2][1]
+
+
+def test_a_call_streams_as_it_forms() -> None:
+    """Its id and name in the chunk after the delta that completes the name, then argument fragments."""
+    fin = finished(CALL)
+    sent = by_event(lambda e: openai_response.stream(request(), e, record), events(CALL_DELTAS, fin))
+    named = json.loads(sent[1].removeprefix("data: "))["choices"][0]["delta"]["tool_calls"][0]
+    assert named["function"] == {"name": "get_weather", "arguments": ""} and named["id"].startswith("call_")
+    assert '{\\"city\\": \\"Pa' in sent[2]  # a fragment of the arguments, before the call has closed
+    state = ChatCompletionStreamState()
+    for block in "".join(sent).strip().split("\n\n")[:-1]:
+        state.handle_chunk(ChatCompletionChunk.model_validate_json(block.removeprefix("data: ")))
+    final = state.get_final_completion().choices[0]
+    call = final.message.tool_calls[0]
+    assert (call.id, call.function.name) == (
+        named["id"],
+        "get_weather",
+    ) and final.finish_reason == "tool_calls"
+    assert json.loads(call.function.arguments) == {"city": "Paris"} and not final.message.content

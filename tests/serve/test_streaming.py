@@ -1,44 +1,64 @@
-"""What a stream may show: never text the final answer cuts (a stop sequence) or turns into a call."""
+"""What a stream may send: never text the final answer cuts (a stop sequence) or turns into a call; a call's
+name as soon as it is read, then its argument fragments; and all of it adds up to the final answer."""
 
 from __future__ import annotations
 
 from engine.prompts.chat import HERMES, LLAMA3_JSON
-from engine.serve.streaming import TextStream, sse
-from engine.serve.tool_calls import Parsed, parse_tool_calls
+from engine.serve.streaming import AnswerStream, sse
+from engine.serve.tool_calls import CallArguments, CallStart, Piece, Text, parse_tool_calls
 
 
-def run(pieces: list[str], stop: list[str], tools: bool | str, final_text: str) -> tuple[str, str]:
-    """(text sent while streaming, all text sent) for engine deltas `pieces` and the engine's final text."""
+def text(pieces: list[Piece]) -> str:
+    return "".join(p.text for p in pieces if isinstance(p, Text))
+
+
+def run(
+    deltas: list[str], stop: list[str], tools: bool | str, final_text: str
+) -> tuple[list[Piece], list[Piece]]:
+    """(pieces sent while streaming, all pieces sent) for engine deltas and the engine's final text."""
     fmt = (HERMES if tools is True else tools) or None
-    stream = TextStream(stop, fmt)
-    during = "".join(stream.feed(p) for p in pieces)
-    parsed = parse_tool_calls(final_text, fmt) if fmt else Parsed(final_text, [])
-    return during, during + stream.finish(parsed)
+    stream = AnswerStream(stop, fmt)
+    during = [p for d in deltas for p in stream.feed(d)]
+    return during, during + stream.finish(final_text)
 
 
 def test_a_stop_sequence_is_never_shown() -> None:
-    pieces = ["Hello", " wor", "ld EN", "D more"]
-    during, total = run(pieces, ["END"], False, "Hello world ")
-    assert "E" not in during and total == "Hello world "
-    during, total = run(["ab", "c"], ["xyz"], False, "abc")
-    assert total == "abc"
+    during, total = run(["Hello", " wor", "ld EN", "D more"], ["END"], False, "Hello world ")
+    assert "E" not in text(during) and text(total) == "Hello world "
+    _, total = run(["ab", "c"], ["xyz"], False, "abc")
+    assert text(total) == "abc"
 
 
-def test_a_tool_call_is_held_back_and_plain_text_is_not() -> None:
-    call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
-    pieces = ["I will", " call.\n<tool", "_call>", call[11:]]
-    during, total = run(pieces, [], True, "I will call.\n" + call)
-    assert during == "I will call." and total == "I will call."
+def test_a_call_streams_as_it_forms() -> None:
+    """The name as soon as it is read, argument fragments as they come; all of it the parsed call."""
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par'
+    final = "I will call.\n" + call + 'is"}}\n</tool_call>'
+    stream = AnswerStream([], HERMES)
+    assert stream.feed("I will") == [Text("I will")]
+    assert text(stream.feed(" call.\n<tool")) == " call."
+    named = stream.feed(call[5:])
+    assert named[0] == CallStart(0, "get_weather") and text(named) == ""
+    assert "".join(p.fragment for p in named[1:] if isinstance(p, CallArguments)) == '{"city": "Par'
+    rest = stream.feed('is"}}\n</tool_call>') + stream.finish(final)
+    arguments = "".join(p.fragment for p in named + rest if isinstance(p, CallArguments))
+    parsed = parse_tool_calls(final, HERMES)
+    assert [(c.name, c.arguments) for c in parsed.calls] == [("get_weather", arguments)]
+    assert text(rest) == "" and parsed.content == "I will call."
+
+
+def test_what_is_not_a_call_is_text_once_it_is_known() -> None:
     broken = "I will call.\n<tool_call>{oops}</tool_call>"
-    during, total = run(["I will call.\n", "<tool_call>{oops}", "</tool_call>"], [], True, broken)
-    assert total == broken  # does not parse: all of it is text, sent at the end
+    stream = AnswerStream([], HERMES)
+    assert text(stream.feed("I will call.\n") + stream.feed("<tool_call>{oops}")) == "I will call."
+    assert text(stream.feed("</tool_call>")) == "\n<tool_call>{oops}</tool_call>"  # held until it closed
+    assert stream.finish(broken) == []
     during, total = run(["Plain ", "text\n"], [], True, "Plain text\n")
-    assert during == "Plain text" and total == "Plain text\n"
+    assert text(during) == "Plain text" and text(total) == "Plain text\n"
     llama = '{"name": "f", "parameters": {}}'
     during, total = run(["{", '"name', llama[6:]], [], LLAMA3_JSON, llama)
-    assert during == total == ""  # a Llama 3 call is never shown as text
-    during, total = run(["{", "} is", " empty"], [], LLAMA3_JSON, "{} is empty")
-    assert during == total == "{} is empty"
+    assert text(total) == "" and CallStart(0, "f") in during  # a Llama 3 call is never text
+    _, total = run(["{", "} is", " empty"], [], LLAMA3_JSON, "{} is empty")
+    assert text(total) == "{} is empty"
 
 
 def test_sse_lines() -> None:
