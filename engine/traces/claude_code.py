@@ -4,17 +4,22 @@
 A transcript is a tree of records linked by `parentUuid`. Every assistant record is one content block of a
 response, all the blocks of one response repeating its `message.id`, `requestId` and `usage` (an early
 streaming line may carry a lower `output_tokens`): one request per response, its usage taken from the line
-with the most output. A request's messages are the records from the root of its chain to the response's
-parent, consecutive blocks of one response merged back into one message; a `compact_boundary` record ends
-the history there (the compacted conversation starts anew) while the request still continues the last one
-before it (`logicalParentUuid`). `<synthetic>` responses (written by Claude Code, not the API) are neither
-requests nor history. Sidechains (subagents) are sessions of their own. Files are read together: a resumed
-session copies history into its new file, and a response seen once (`message.id` + `requestId`) is one
-request. Records other than user and assistant messages (summaries, file-history snapshots, queue
-operations, other system records) are skipped and counted.
+with the most output. A request's messages are the user and assistant records from the root of its chain to
+the response's parent, consecutive blocks of one response merged back into one message; the chain runs
+through the other records that carry a `uuid` (Claude Code 2.x puts attachments, progress and system records
+such as `turn_duration` between messages, and the next message names one of them as its parent), which are
+no messages. A `compact_boundary` record ends the history there (the compacted conversation starts anew)
+while the request still continues the last one before it (`logicalParentUuid`). `<synthetic>` responses
+(written by Claude Code, not the API) are neither requests nor history. Sidechains (subagents) are sessions
+of their own. Files are read together: a resumed session copies history into its new file, and a response
+seen once (`message.id` + `requestId`) is one request. A chain that loops is refused; a response whose chain
+holds no message (its history is in no file given) is skipped and counted, and so are the records that are
+no messages (attachments, summaries, file-history snapshots, queue operations, system records).
 
-Not in a transcript: the system prompt and the tool definitions (`--system-file`, `--tools-file`), and the
-request bodies' `cache_control`: modelled as Claude Code sends them, a breakpoint on the system prompt when
+Not in a transcript: the system prompt and the tool definitions (`--system-file`, `--tools-file`); what
+Claude Code rendered of an attachment into the prompt (the agent and skill listings, an edited file, hook
+context: a request whose chain passed one is marked missing `attachments`); and the request bodies'
+`cache_control`: modelled as Claude Code sends them, a breakpoint on the system prompt when
 one is supplied and automatic caching at the last block, for the TTL the recorded writes name (1 hour when
 the response wrote 1-hour entries, else 5 minutes).
 """
@@ -65,18 +70,24 @@ class _Record:
 
 
 def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None:
+    """A message (`user`, `assistant`), a compact boundary, or another record of a chain (`link`: an
+    attachment, a progress or system record, which Claude Code 2.x puts between messages); None for records
+    outside the chains (summaries, snapshots, queue operations), which are counted."""
     where = f"{path}: line {line}"
     if not isinstance(raw, dict):
         raise TraceError(f"{where}: expected a JSON object, got {type(raw).__name__}")
     kind = raw.get("type")
+    name = str(kind if kind != "system" else f"system {raw.get('subtype')}")
     if kind == "system" and raw.get("subtype") == "compact_boundary":
         kind = "boundary"
     elif kind not in ("user", "assistant"):
-        skipped[str(kind if kind != "system" else f"system {raw.get('subtype')}")] += 1
-        return None
+        skipped[name] += 1
+        if not isinstance(raw.get("uuid"), str):
+            return None
+        kind = "attachment" if kind == "attachment" else "link"
     try:
         uuid = expect(raw.get("uuid"), str, "uuid")
-        message = expect(raw.get("message"), dict, "message") if kind != "boundary" else {}
+        message = expect(raw.get("message"), dict, "message") if kind in ("user", "assistant") else {}
         if kind == "assistant" and message.get("model") != SYNTHETIC:
             expect(message.get("id"), str, "message.id")
             expect(message.get("content"), list, "message.content")
@@ -90,6 +101,16 @@ def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None
     return _Record(
         path, line, uuid, parents[0], kind, message, when, session, parents[1], raw.get("requestId")
     )
+
+
+@dataclass
+class _Chain:
+    """The records before a response in its chain, back to a compact boundary or the root."""
+
+    messages: list[_Record]  # the user and assistant records, oldest first
+    broken: bool  # the chain names a parent the files do not hold
+    attachments: bool  # it passes attachment records (what Claude Code made of them is not recorded)
+    time: float | None  # when the record right before the response was written
 
 
 class _Transcripts:
@@ -119,19 +140,23 @@ class _Transcripts:
         seen.add(link)
         return self.records.get(link)
 
-    def history(self, rec: _Record) -> tuple[list[_Record], bool]:
-        """The records before `rec` in its chain, oldest first, to a compact boundary or the root, and
-        whether the chain names a parent the files do not hold."""
+    def history(self, rec: _Record) -> _Chain:
+        """The chain before `rec` (see `_Chain`)."""
         out, at, seen = [], rec, {rec.uuid}
+        attachments, broken, time = False, False, None
         while at.parent is not None:
             prev = self._parent(at, at.parent, seen)
             if prev is None:
-                return out[::-1], True
+                broken = True
+                break
+            time = prev.time if at is rec else time
             if prev.kind == "boundary":
                 break
-            out.append(prev)
+            if prev.kind in ("user", "assistant"):
+                out.append(prev)
+            attachments |= prev.kind == "attachment"
             at = prev
-        return out[::-1], False
+        return _Chain(out[::-1], broken, attachments, time)
 
     def parent_response(self, rec: _Record) -> tuple[str | None, bool]:
         """The response this one's chain continues (across compact boundaries), and whether the chain
@@ -182,7 +207,7 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
     for rec in book.order:
         if rec.response is not None:
             responses.setdefault(rec.response, []).append(rec)
-    out, seen = [], set()
+    out, seen, empty = [], set(), 0
     for lines in responses.values():
         first = lines[0]
         key = (first.response, first.request_id)
@@ -190,22 +215,31 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
         if key in seen:
             continue
         seen.add(key)
-        out.append(_request(book, first, best, supplied))
-    notes = counted("transcript records", dict(book.skipped))
+        req = _request(book, first, best, supplied)
+        empty += req is None
+        out += [req] if req is not None else []
+    notes = counted("transcript records that are no messages", dict(book.skipped))
     synthetic = sum(1 for r in book.order if r.kind == "assistant" and r.response is None)
-    notes += (
-        [f"skipped {synthetic} <synthetic> responses (written by Claude Code, not the API)"]
-        if synthetic
-        else []
-    )
+    if synthetic:
+        notes.append(f"skipped {synthetic} <synthetic> responses (written by Claude Code, not the API)")
+    if empty:
+        notes.append(
+            f"skipped {empty} responses whose chain holds no message (their history is in no file given)"
+        )
+    if any("attachments" in r.missing for r in out):
+        notes.append(
+            "attachments (agent and skill listings, files, hook context) are recorded, not what Claude Code "
+            "rendered of them into the prompt: requests after one are marked missing attachments"
+        )
     return Read(out, notes)
 
 
-def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Supplied) -> TraceRequest:
-    history, broken = book.history(first)
-    messages, owners = _messages(history)
+def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Supplied) -> TraceRequest | None:
+    """The request a response answered; None when its chain holds no message to send (counted)."""
+    chain = book.history(first)
+    messages, owners = _messages(chain.messages)
     if not messages:
-        raise TraceError(first.where("parentUuid: the response has no messages before it in its chain"))
+        return None
     raw_usage = best.message.get("usage") or {}
     body: dict[str, Any] = {
         "model": first.message.get("model"),
@@ -227,12 +261,12 @@ def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Suppli
     parent, missing = book.parent_response(first)
     return replace(
         req,
-        timestamp=history[-1].time if history else first.time,
+        timestamp=chain.time if chain.time is not None else first.time,
         session=first.session,
         request_id=first.response,
         parent_id=parent,
-        parent_missing=missing or (broken and parent is None),
-        missing=supplied.missing(holds_system=False),
+        parent_missing=missing or (chain.broken and parent is None),
+        missing=supplied.missing(holds_system=False) + (("attachments",) if chain.attachments else ()),
         recorded=usage,
     )
 

@@ -34,15 +34,25 @@ class Inputs:
     formats: list[str] = field(default_factory=list)  # the formats read, in order of first appearance
 
 
-def expand(names: Sequence[str | Path]) -> list[tuple[Path, str]]:
+def is_metadata(path: Path) -> bool:
+    """A file a folder of traces holds that is no trace: Claude Code's `subagents/agent-<id>.meta.json` (the
+    subagent's type and the tool call that started it)."""
+    return path.parent.name == "subagents" and path.name.endswith(".meta.json")
+
+
+def expand(names: Sequence[str | Path], skipped: list[Path] | None = None) -> list[tuple[Path, str]]:
     """(file, name as given) of every trace file: a file or `example:<format>` as given; a folder as every
-    trace file under it, sorted, each named by its path. A file reached twice is refused."""
+    trace file under it, sorted, each named by its path (metadata files left out, and added to `skipped`).
+    A file reached twice is refused."""
     out: list[tuple[Path, str]] = []
     seen: dict[Path, str] = {}  # resolved file -> the name it was first given as
     for name in names:
         path = trace_path(name)
         if path.is_dir():
             found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SUFFIXES)
+            if skipped is not None:
+                skipped += [p for p in found if is_metadata(p)]
+            found = [p for p in found if not is_metadata(p)]
             if not found:
                 raise TraceError(f"{path}: the folder holds no {', '.join(SUFFIXES)} files")
             files = [(p, str(p)) for p in found]
@@ -81,7 +91,8 @@ def load_inputs(
     """Every trace of `names` (files, folders, `example:<format>`); a request body without a session id is
     in the session of its file's name as given."""
     supplied = supplied or Supplied()
-    files = [(p, name, _kind(p, fmt)) for p, name in expand(names)]
+    metadata: list[Path] = []
+    files = [(p, name, _kind(p, fmt)) for p, name in expand(names, metadata)]
     kinds = list(dict.fromkeys(k for _, _, k in files))
     if (supplied.system is not None or supplied.tools is not None) and not set(kinds) & set(NEEDS_SUPPLIED):
         raise TraceError(
@@ -89,6 +100,8 @@ def load_inputs(
             "these traces carry their own"
         )
     out = Inputs(formats=[k if k != "body" else fmt or "request bodies" for k in kinds])
+    if metadata:
+        out.notes.append(f"skipped {len(metadata)} Claude Code subagent metadata files (*.meta.json)")
     claude = [p for p, _, k in files if k == "claude-code"]
     if claude:
         _keep(out, "Claude Code transcripts", read_claude_code(claude, supplied))

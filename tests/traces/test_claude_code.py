@@ -11,8 +11,11 @@ import pytest
 
 from engine.errors import TraceError
 from engine.traces.claude_code import read_claude_code
+from engine.traces.inputs import load_inputs
+from engine.traces.records import seconds
 from engine.traces.supplied import Supplied
-from tests.traces.write_claude_code import claude_code_project
+from tests.traces.agent_common import at
+from tests.traces.write_claude_code import claude_code_21_project, claude_code_project
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +103,39 @@ def test_malformed_lines_name_the_line_and_field(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(TraceError, match=r"line 5: message\.id: expected a string"):
         read_claude_code([path])
+
+
+def test_claude_code_2_1_chains_run_through_attachments_progress_and_system_records(tmp_path: Path) -> None:
+    folder = claude_code_21_project(tmp_path / "project")
+    inputs = load_inputs([folder])
+    got = {r.request_id: r for r in inputs.requests}
+    assert list(got) == ["msg_c1", "msg_c2", "msg_c3", "msg_c4", "msg_s1", "msg_s2"]
+    c1, c2, c3, c4 = (got[f"msg_c{i}"] for i in range(1, 5))
+    assert [m["role"] for m in c1.messages] == ["user"] and c1.parent_id is None
+    assert c1.timestamp == seconds(at(1.2), "t")  # sent after its last attachment was written
+    assert [m["role"] for m in c2.messages] == ["user", "assistant", "tool"] and c2.parent_id == "msg_c1"
+    # the second prompt's parent is the turn_duration record: the chain runs on through it
+    assert [m["role"] for m in c3.messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert c3.messages[-1]["content"] == "Fix it then." and c3.parent_id == "msg_c2"
+    assert c4.messages[0]["content"].startswith("This session is being continued") and len(c4.messages) == 1
+    assert c4.parent_id == "msg_c3"  # across the compact boundary, by its logicalParentUuid
+    assert all("attachments" in r.missing for r in (c1, c2, c3, c4))
+    side = [got["msg_s1"], got["msg_s2"]]
+    assert {r.session for r in side} == {"session-c:agent-a1f"} and side[1].parent_id == "msg_s1"
+    assert inputs.notes[0] == "skipped 1 Claude Code subagent metadata files (*.meta.json)"
+    assert (
+        "skipped 10 transcript records that are no messages: 5 attachment, 2 queue-operation, 1 last-prompt, "
+        "1 progress, 1 system turn_duration"
+    ) in inputs.notes[1]
+    assert any("marked missing attachments" in note for note in inputs.notes)
+
+
+def test_a_response_whose_history_is_in_no_file_given_is_skipped_and_counted(tmp_path: Path) -> None:
+    folder = claude_code_21_project(tmp_path / "project")
+    lines = (folder / "session-c.jsonl").read_text().splitlines()
+    fragment = tmp_path / "fragment.jsonl"  # from the first response on: its prompt is not in the file
+    fragment.write_text("\n".join(lines[5:]) + "\n")
+    got = read_claude_code([fragment])
+    assert [r.request_id for r in got.requests] == ["msg_c2", "msg_c3", "msg_c4"]
+    assert "skipped 1 responses whose chain holds no message" in "\n".join(got.notes)
+    assert got.requests[0].parent_id == "msg_c1" and got.requests[0].messages[0]["role"] == "assistant"

@@ -1,9 +1,11 @@
 """A Claude Code project as the reader tests write it: duplicated assistant lines per content block (a
 streaming partial first), a sidechain, a resumed session copying history, a compact boundary, an idle gap
-over 5 minutes, a <synthetic> response and non-message records."""
+over 5 minutes, a <synthetic> response and non-message records; and a Claude Code 2.1 session, whose chains run
+through attachment, progress and system records."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +17,11 @@ class ClaudeCode:
 
     def __init__(self, session: str) -> None:
         self.session, self.rows, self.last = session, [], None
-        self.n = 0
+        self.n, self.prefix = 0, session  # uuids are <prefix>-001, ...
 
     def _add(self, kind: str, t: float, parent: str | None = "", **fields: Any) -> str:
         self.n += 1
-        uuid = f"{self.session}-{self.n:03d}"
+        uuid = f"{self.prefix}-{self.n:03d}"
         row = {"type": kind, "uuid": uuid, "parentUuid": self.last if parent == "" else parent}
         row |= {
             "sessionId": self.session,
@@ -147,4 +149,78 @@ def claude_code_project(folder: Path) -> Path:
     b.user(560, "Also cover the ISO week format.")
     b.response(561, "msg_b7", [{"type": "text", "text": "Adding %G-%V."}], anthropic_usage(5597, 200))
     write_jsonl(folder / "session-b.jsonl", b.rows)
+    return folder
+
+
+class ClaudeCode21(ClaudeCode):
+    """Records as Claude Code 2.1 writes them: attachments, progress and system records inside the chains
+    (a message's parent may be any of them), its 2.1 fields on every record."""
+
+    def __init__(self, session: str, **common: Any) -> None:
+        super().__init__(session)
+        self.common = {"userType": "external", "entrypoint": "cli", "version": "2.1.197"} | common
+
+    def _add(self, kind: str, t: float, parent: str | None = "", **fields: Any) -> str:
+        return super()._add(kind, t, parent, **(self.common | fields))
+
+    def attachment(self, t: float, attachment: dict[str, Any]) -> str:
+        return self._add("attachment", t, attachment=attachment)
+
+
+def claude_code_21_project(folder: Path) -> Path:
+    """A Claude Code 2.1 session: its prompt followed by two attachments (the agent and skill listings), a
+    tool call with a hook's progress record beside it, a `turn_duration` system record that the next prompt
+    continues, a compaction (boundary, summary, a file re-attached), and a subagent's sidechain in
+    `subagents/` with its `.meta.json`."""
+    s = ClaudeCode21("session-c")
+    s.other("queue-operation", 0, operation="enqueue", content="Fix the parser.")
+    s.other("queue-operation", 0, operation="dequeue")
+    s.user(1, "The test tests/test_iso.py fails. Find the parser and fix it.", promptId="p1")
+    s.attachment(1.1, {"type": "agent_listing_delta", "addedTypes": ["Explore"], "isInitial": True})
+    s.attachment(1.2, {"type": "skill_listing", "content": "- verify: Verify a change."})
+    s.response(2, "msg_c1", [tool_use("t1", "iso.py")], anthropic_usage(0, 2997))
+    call = s.last
+    s._add("progress", 2.5, data={"type": "hook_progress", "hookEvent": "PreToolUse"}, toolUseID="t1")
+    s.last = call  # the tool's result continues the call, not the progress record
+    s.user(3, tool_result("t1", SOURCE), toolUseResult={"type": "text"}, sourceToolAssistantUUID=call)
+    s.response(
+        4, "msg_c2", [{"type": "text", "text": "The Z suffix is the problem."}], anthropic_usage(2997, 900)
+    )
+    s._add("system", 4.5, subtype="turn_duration", durationMs=3500, isMeta=False)
+    s.user(60, "Fix it then.", promptId="p2")  # its parent is the turn_duration record
+    s.attachment(60.1, {"type": "edited_text_file", "filename": "iso.py", "snippet": "1\tdef parse"})
+    s.response(
+        61, "msg_c3", [{"type": "text", "text": "Fixed: the format takes %z."}], anthropic_usage(3897, 300)
+    )
+    boundary = s._add(
+        "system",
+        600,
+        parent=None,
+        subtype="compact_boundary",
+        content="Conversation compacted",
+        logicalParentUuid=s.last,
+        compactMetadata={"trigger": "auto", "preTokens": 4300},
+    )
+    s.user(
+        601,
+        "This session is being continued from a previous conversation. Summary: the parser takes %z now.",
+        parent=boundary,
+        isCompactSummary=True,
+    )
+    s.attachment(601.1, {"type": "compact_file_reference", "filename": "iso.py"})
+    s.response(602, "msg_c4", [{"type": "text", "text": "Anything else to check?"}], anthropic_usage(0, 400))
+    s.other("last-prompt", 602, lastPrompt="Fix it then.", leafUuid=s.last)
+    write_jsonl(folder / "session-c.jsonl", s.rows)
+    side = ClaudeCode21("session-c", isSidechain=True, agentId="a1f")
+    side.prefix = "agent-a1f"
+    side.user(700, "Search the repository for other strptime calls.")
+    side.attachment(700.1, {"type": "skill_listing", "content": "- verify: Verify a change."})
+    side.response(701, "msg_s1", [tool_use("t9", "utils.py")], anthropic_usage(0, 0, fresh=300))
+    side.user(702, tool_result("t9", "strptime(x, '%Y')"))
+    side.response(
+        703, "msg_s2", [{"type": "text", "text": "One more in utils.py."}], anthropic_usage(0, 0, fresh=330)
+    )
+    write_jsonl(folder / "session-c" / "subagents" / "agent-a1f.jsonl", side.rows)
+    meta = {"agentType": "Explore", "description": "search", "toolUseId": "t8", "spawnDepth": 1}
+    (folder / "session-c" / "subagents" / "agent-a1f.meta.json").write_text(json.dumps(meta))
     return folder
