@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -51,6 +52,12 @@ wire_api = "responses"
 """
 QUIET_CLAUDE = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1"}
 NETNS_VARIABLE = "KVTESTBED_LOOPBACK_NETNS"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def find_tool(client: str, tools_dir: Path | None) -> str | None:

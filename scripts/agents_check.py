@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from agent_runs import (
     Run,
     command,
     find_tool,
+    free_port,
     in_loopback_netns,
     package_version,
     prepare,
@@ -182,12 +182,6 @@ def install(clients: list[str], tools_dir: Path) -> dict[str, str]:
             if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c]):
                 skipped[c] = f"pip install {PIP_PACKAGES[c]} failed"
     return skipped
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:

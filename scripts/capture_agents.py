@@ -26,7 +26,6 @@ import argparse
 import datetime as dt
 import json
 import re
-import socket
 import threading
 import time
 from pathlib import Path
@@ -39,6 +38,7 @@ from agent_runs import (
     PYTHON_AGENTS,
     ROOT,
     command,
+    free_port,
     in_loopback_netns,
     package_version,
     prepare,
@@ -144,12 +144,6 @@ def fixtures(
             "body": scrub.value(record["body"]),
         }
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def run_client(client: str, base: Path, tools_dir: Path | None, timeout: float) -> dict[str, Any]:
