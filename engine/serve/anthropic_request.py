@@ -1,9 +1,13 @@
 """Anthropic Messages requests -> `ChatRequest`.
 
-`system` (a string or text blocks), `text` / `tool_use` / `tool_result` content blocks and tools with
-`input_schema` are read by the trace parser (engine/traces/anthropic_messages.py), so a recorded body
-replays to the same tokens; `cache_control` markers are accepted (the local cache is automatic: every full
-block is cached, breakpoints or not). Unknown fields are refused, as the API refuses them.
+`system` (a string or text blocks), `text` / `tool_use` / `tool_result` content blocks, system messages
+mid-conversation and tools with `input_schema` are read by the trace parser
+(engine/traces/anthropic_messages.py), so a recorded body replays to the same tokens; `cache_control` markers
+are accepted (the local cache is automatic: every full block is cached, breakpoints or not). A conversation
+that ends with assistant text is a prefill: the answer continues it. What Claude Code sends for a hosted
+model (`thinking` of every type, `context_management`, `output_config`) is accepted and noted in the
+`kvtestbed` object's `not_applied`: nothing of it is done on a local model. Unknown fields are refused, as
+the API refuses them.
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ KNOWN = {
     "cache_control",
     "service_tier",
     "thinking",
+    "context_management",
+    "output_config",
 }
+THINKING = ("enabled", "adaptive", "disabled")
 
 
 def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRequest:
@@ -44,7 +51,7 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
     if max_tokens is None:
         raise APIError(400, "max_tokens: field required", "max_tokens")
     fields.only(body, "top_k", (None,), "no top-k sampling (use top_p)")
-    fields.only(body, "thinking", (None, {"type": "disabled"}), "no extended thinking")
+    notes = _not_applied(body)
     try:
         trace = parse_anthropic(body)
     except FieldError as e:
@@ -83,4 +90,33 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
         session_id=session,
         session_source=source,
         request_id=new_id("msg_"),
+        continue_final=trace.continue_final,
+        notes={"not_applied": notes} if notes else {},
     )
+
+
+def _not_applied(body: dict[str, Any]) -> dict[str, str]:
+    """What the request asks of a hosted model that a local one does not do: field -> why."""
+    notes = {}
+    thinking = fields.mapping(body, "thinking")
+    kind = thinking.get("type", "disabled") if thinking else "disabled"
+    if kind not in THINKING:
+        raise APIError(
+            400, f"thinking.type must be one of {', '.join(THINKING)}, got {kind!r:.40}", "thinking.type"
+        )
+    if kind == "enabled":
+        fields.integer({"thinking.budget_tokens": thinking.get("budget_tokens")}, "thinking.budget_tokens", 1)
+    if kind != "disabled":
+        notes["thinking"] = f"{kind}: the model is not asked to think first (no thinking blocks are sent)"
+    if fields.mapping(body, "context_management"):
+        notes["context_management"] = "no context edits: the conversation is rendered as sent"
+    config = fields.mapping(body, "output_config")
+    if "effort" in config:
+        notes["output_config.effort"] = f"{config['effort']!r:.40}: no effort control on a local model"
+    if "format" in config:
+        notes["output_config.format"] = (
+            "the output is not constrained to the format: it is what the model writes"
+        )
+    for key in sorted(set(config) - {"effort", "format"}):
+        notes[f"output_config.{key}"] = "not applied"
+    return notes

@@ -45,6 +45,7 @@ class ChatRequest:
     submitted_clock: float = 0.0  # perf_counter when queued (queue time is measured from it)
     tool_format: str = HERMES  # the format the model's template teaches (engine/prompts/chat.py)
     notes: dict[str, Any] = field(default_factory=dict)  # what parsing noted, for the `kvtestbed` object
+    continue_final: bool = False  # the last message is assistant text that the answer continues (a prefill)
 
     def mark_submitted(self) -> None:
         self.submitted, self.submitted_clock = time.time(), time.perf_counter()

@@ -26,15 +26,26 @@ def only(body: dict[str, Any], name: str, allowed: tuple[Any, ...], why: str) ->
         raise APIError(400, f"{name}={value!r:.60} is not implemented: {why}", name)
 
 
-def integer(body: dict[str, Any], name: str, minimum: int, default: Any = None) -> Any:
+def integer(
+    body: dict[str, Any], name: str, minimum: int, default: Any = None, maximum: int | None = None
+) -> Any:
     value = body.get(name)
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int):
         raise APIError(400, f"{name} must be an integer, got {value!r:.60}", name)
     if value < minimum:
-        raise APIError(400, f"{name} must be at least {minimum}, got {value}", name)
+        raise APIError(400, f"{name} must be at least {minimum}, got {_shown(value)}", name)
+    if maximum is not None and value > maximum:
+        raise APIError(400, f"{name} must be at most {maximum}, got {_shown(value)}", name)
     return value
+
+
+def _shown(value: int) -> str:
+    """An integer for an error line (Python refuses to print one of more than 4,300 digits)."""
+    if value.bit_length() < 200:
+        return str(value)
+    return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
 
 
 def number(

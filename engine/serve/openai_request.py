@@ -3,13 +3,17 @@
 Messages and tools are read by the trace parser (engine/traces/openai_chat.py: string or text-part content,
 `developer` as system, tool messages, tool calls with JSON-string arguments), so a recorded body replays to
 the same tokens. Fields that would change the answer in ways this engine does not implement are refused by
-name at any value but the one that changes nothing; unknown fields are refused, as OpenAI refuses them.
+name at any value but the one that changes nothing; `reasoning_effort` and `verbosity` (which the Agents SDK
+sends) are accepted and noted in the `kvtestbed` object's `not_applied`; `continue_final_message` (vLLM's
+flag) continues a last assistant message instead of answering after it. Unknown fields are refused, as
+OpenAI refuses them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from engine.arguments import SEED_MAX
 from engine.serve import fields
 from engine.serve.chat_request import OPENAI, ChatRequest, explicit_session, new_id
 from engine.serve.errors import APIError, field_error
@@ -39,14 +43,26 @@ REFUSED: dict[str, tuple[tuple[Any, ...], str]] = {
     "modalities": ((None, ["text"]), "text only"),
     "audio": ((None,), "text only"),
     "parallel_tool_calls": ((None, True), "every call the model writes is returned"),
-    "reasoning_effort": ((None,), "no reasoning controls"),
-    "verbosity": ((None,), "no verbosity control"),
     "prediction": ((None,), "no predicted outputs"),
     "web_search_options": ((None,), "no web search"),
     "functions": ((None,), "use tools (the deprecated functions field is not read)"),
     "function_call": ((None,), "use tool_choice"),
 }
-KNOWN = {*SAMPLING, *NO_EFFECT, *REFUSED, "tools", "tool_choice", "stream", "stream_options"}
+NOT_APPLIED = {  # accepted and noted in the kvtestbed object's `not_applied`: the Agents SDK sends both
+    "reasoning_effort": "no reasoning control on a local model",
+    "verbosity": "no verbosity control on a local model",
+}
+KNOWN = {
+    *SAMPLING,
+    *NO_EFFECT,
+    *REFUSED,
+    *NOT_APPLIED,
+    "tools",
+    "tool_choice",
+    "stream",
+    "stream_options",
+    "continue_final_message",
+}
 
 
 def served_model(body: dict[str, Any], names: list[str]) -> str:
@@ -85,6 +101,17 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         raise APIError(400, "stream_options is only allowed with stream: true", "stream_options")
     fields.refuse_unknown(options, ("include_usage", "include_obfuscation"), "stream_options")
     session, source = explicit_session(headers, fields.text(body, "user"), "user")
+    continue_final = fields.boolean(body, "continue_final_message", False)
+    last = trace.messages[-1]
+    if continue_final and (last["role"] != "assistant" or last.get("tool_calls")):
+        raise APIError(
+            400,
+            "continue_final_message needs an assistant message with text (no tool calls) last",
+            "continue_final_message",
+        )
+    notes = {
+        name: f"{body[name]!r:.40}: {why}" for name, why in NOT_APPLIED.items() if body.get(name) is not None
+    }
     return ChatRequest(
         api=OPENAI,
         model=model,
@@ -94,7 +121,7 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         max_tokens=max_tokens,
         temperature=fields.number(body, "temperature", 0.0, 2.0, 1.0),
         top_p=fields.number(body, "top_p", 0.0, 1.0, 1.0, open_low=True),
-        seed=fields.integer(body, "seed", 0),
+        seed=fields.integer(body, "seed", 0, maximum=SEED_MAX),
         stop=fields.strings(body.get("stop"), "stop", limit=4),
         stream=stream,
         include_usage=fields.boolean(options, "include_usage", False),
@@ -102,4 +129,6 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         session_id=session,
         session_source=source,
         request_id=new_id("chatcmpl-"),
+        continue_final=continue_final,
+        notes={"not_applied": notes} if notes else {},
     )

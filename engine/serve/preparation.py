@@ -64,8 +64,10 @@ class Preparer:
     def prepare(self, req: ChatRequest) -> Prepared:
         t0 = time.perf_counter()
         key = req.session_id or ""  # implicit sessions share one incremental tokenizer key
-        trace = TraceRequest(req.messages, req.tools, session=key, model=req.model)
-        text = render_text(self.engine.tokenizer, req.messages, req.tools)
+        trace = TraceRequest(
+            req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
+        )
+        text = render_text(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
         t1 = time.perf_counter()
         fewest = self.bound.fewest_tokens(text)
         if fewest > self.context:

@@ -6,7 +6,8 @@ message's tool calls and `tool_result` blocks tool messages, so the conversation
 OpenAI form would. `thinking` blocks are dropped (a chat template renders no earlier reasoning). The
 content blocks are kept as the request had them, in Anthropic's order (tools -> system -> messages), and
 every `cache_control` marker as a `Breakpoint` on its block; a top-level `cache_control` turns on automatic
-caching. More than 4 breakpoints are refused, as the API does.
+caching. More than 4 breakpoints are refused, as the API does. A conversation that ends with assistant
+text is a prefill (`continue_final`): the reply continues that text.
 """
 
 from __future__ import annotations
@@ -169,6 +170,7 @@ def parse_anthropic(body: Any) -> TraceRequest:
             f"Anthropic allows at most {MAX_BREAKPOINTS}",
         )
     model = body.get("model")
+    last = b.messages[-1]
     return TraceRequest(
         b.messages,
         tools or None,
@@ -176,4 +178,5 @@ def parse_anthropic(body: Any) -> TraceRequest:
         auto_cache_ttl_s=auto,
         model=model if isinstance(model, str) else None,
         blocks=tuple(b.blocks),
+        continue_final=last["role"] == "assistant" and bool(last["content"]) and not last.get("tool_calls"),
     )

@@ -5,7 +5,8 @@ A request is a body (`messages`, optional `tools`, `model`) or a bare message li
 Accepted: `content` as a string, null (a message that is only tool calls) or a list of text parts (joined
 with "\n"); the `developer` role (read as `system`, as templates know no other); `name` on tool messages;
 tool calls whose `arguments` are JSON strings; `prompt_cache_key` and `prompt_cache_retention` (OpenAI's
-cache routing key and retention policy) kept for the OpenAI rule. Images, audio and files are refused by
+cache routing key and retention policy) kept for the OpenAI rule; vLLM's `continue_final_message: true`
+(the reply continues the last, assistant, message). Images, audio and files are refused by
 name: the local tokenizer cannot count them.
 """
 
@@ -77,10 +78,12 @@ def parse_chat_completions(body: Any) -> TraceRequest:
         raise FieldError("messages", "empty: a request needs at least one message")
     tools = [_tool(t, j) for j, t in enumerate(expect(body.get("tools") or [], list, "tools"))]
     model = body.get("model")
+    continue_final = body.get("continue_final_message") is True
     return TraceRequest(
         [_message(m, i) for i, m in enumerate(messages)],
         tools or None,
         model=model if isinstance(model, str) else None,
+        continue_final=continue_final,
         **cache_hints(body),
     )
 

@@ -35,7 +35,8 @@ class TraceRenderer:
         self.ends: dict[str, tuple[list[Message], str, Any, list[int]]] = {}
 
     def prompt(self, req: TraceRequest) -> TokenizedText:
-        return self.encoder.encode(render_text(self.tokenizer, req.messages, req.tools), req.session)
+        text = render_text(self.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        return self.encoder.encode(text, req.session)
 
     def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message) -> list[int]:
         """The reply's tokens as a model would emit them (as the replay teacher-forces them)."""

@@ -57,6 +57,7 @@ class TraceRequest:
     cache_key: str | None = None  # OpenAI `prompt_cache_key`
     cache_retention: str | None = None  # OpenAI `prompt_cache_retention`: "in_memory" or "24h"
     recorded: RecordedUsage | None = None  # what the provider reported for this request
+    continue_final: bool = False  # the last message is assistant text the reply continues (a prefill)
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

@@ -34,6 +34,28 @@ def test_a_body_is_read() -> None:
     assert not parse_messages(body | {"tool_choice": {"type": "none"}}, {}, NAMES).parse_tools
 
 
+def test_claude_codes_own_fields_are_accepted_and_noted() -> None:
+    body = BASE | {
+        "thinking": {"type": "adaptive"},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": {}}},
+    }
+    notes = parse_messages(body, {}, NAMES).notes["not_applied"]
+    assert set(notes) == {"thinking", "context_management", "output_config.effort", "output_config.format"}
+    enabled = parse_messages(BASE | {"thinking": {"type": "enabled", "budget_tokens": 1024}}, {}, NAMES)
+    assert "thinking" in enabled.notes["not_applied"]
+    assert parse_messages(BASE | {"thinking": {"type": "disabled"}}, {}, NAMES).notes == {}
+
+
+def test_a_prefill_is_continued() -> None:
+    prefill = [
+        *BASE["messages"],
+        {"role": "assistant", "content": [{"type": "text", "text": "The answer is"}]},
+    ]
+    assert parse_messages(BASE | {"messages": prefill}, {}, NAMES).continue_final
+    assert not parse_messages(BASE, {}, NAMES).continue_final
+
+
 def test_a_system_message_mid_conversation_stays_where_it_is() -> None:
     turns = [
         {"role": "user", "content": "hi"},
@@ -51,9 +73,11 @@ def test_a_system_message_mid_conversation_stays_where_it_is() -> None:
         ({"model": "claude"}, "model", 404),
         ({"max_tokens": None}, "max_tokens", 400),
         ({"top_k": 3}, "top_k", 400),
-        ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking", 400),
         ({"temperature": 1.5}, "temperature", 400),
         ({"tool_choice": {"type": "any"}}, "tool_choice.type", 400),
+        ({"thinking": {"type": "sometimes"}}, "thinking.type", 400),
+        ({"thinking": {"type": "enabled", "budget_tokens": "lots"}}, "thinking.budget_tokens", 400),
+        ({"output_config": "high"}, "output_config", 400),
         (
             {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
             "tool_choice.disable_parallel_tool_use",

@@ -53,6 +53,19 @@ def test_a_body_is_read() -> None:
     assert not parse_openai(BASE | {"tools": tools, "tool_choice": "none"}, {}, NAMES).parse_tools
 
 
+def test_what_the_agents_sdk_sends_is_accepted_and_noted() -> None:
+    req = parse_openai(BASE | {"reasoning_effort": "none", "verbosity": "low"}, {}, NAMES)
+    assert set(req.notes["not_applied"]) == {"reasoning_effort", "verbosity"}
+    assert parse_openai(BASE, {}, NAMES).notes == {}
+    assert parse_openai(BASE | {"seed": 2**64 - 1}, {}, NAMES).seed == 2**64 - 1
+
+
+def test_continue_final_message_continues_the_assistant() -> None:
+    prefill = BASE["messages"] + [{"role": "assistant", "content": "The answer is"}]
+    req = parse_openai(BASE | {"messages": prefill, "continue_final_message": True}, {}, NAMES)
+    assert req.continue_final and not parse_openai(BASE | {"messages": prefill}, {}, NAMES).continue_final
+
+
 @pytest.mark.parametrize(
     ("changes", "param", "status"),
     [
@@ -71,6 +84,9 @@ def test_a_body_is_read() -> None:
         ({"temperature": 2.5}, "temperature", 400),
         ({"top_p": 0}, "top_p", 400),
         ({"seed": -1}, "seed", 400),
+        ({"seed": 2**64}, "seed", 400),
+        ({"seed": 10**5000}, "seed", 400),
+        ({"continue_final_message": True}, "continue_final_message", 400),  # the last message is the user's
         ({"stop": ["a", "b", "c", "d", "e"]}, "stop", 400),
         ({"stop": [""]}, "stop", 400),
         ({"stream_options": {"include_usage": True}}, "stream_options", 400),
