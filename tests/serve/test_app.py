@@ -134,7 +134,7 @@ def test_openai_errors_name_the_field(
             "top_k",
         ),
         (
-            {"model": MODEL, "max_tokens": 5, "messages": [{"role": "system", "content": "x"}]},
+            {"model": MODEL, "max_tokens": 5, "messages": [{"role": "tool", "content": "x"}]},
             400,
             "invalid_request_error",
             "messages[0].role",
