@@ -14,6 +14,10 @@ from collections.abc import Callable
 from engine.errors import EngineError, InvalidArgumentError
 
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed at most
+# Stop strings a request may carry, and the characters of each: matching costs O(characters) to prepare and
+# O(new characters x stop strings) per token (engine/runtime/stop_strings.py); a server refuses more (4xx).
+MAX_STOP_STRINGS = 64
+MAX_STOP_CHARS = 4096
 
 
 def integer(name: str, value: object, minimum: int | None = None, maximum: int | None = None) -> int:
@@ -76,16 +80,23 @@ def string(name: str, value: object, error: type[EngineError] = InvalidArgumentE
 
 
 def stop_strings(stop: object) -> tuple[str, ...]:
-    """`stop`: None, one string (never split into characters) or a list of non-empty strings."""
+    """`stop`: None, one string (never split into characters) or a list of at most MAX_STOP_STRINGS
+    non-empty strings of at most MAX_STOP_CHARS characters each."""
     if stop is None:
         return ()
     items = [stop] if isinstance(stop, str) else stop
     if not isinstance(items, list | tuple):
         raise InvalidArgumentError(f"stop must be a string or a list of strings, got {type(stop).__name__}")
+    if len(items) > MAX_STOP_STRINGS:
+        raise InvalidArgumentError(f"stop takes at most {MAX_STOP_STRINGS} strings, got {len(items)}")
     for i, item in enumerate(items):
         name = "stop" if isinstance(stop, str) else f"stop[{i}]"
         if not string(name, item):
             raise InvalidArgumentError(f"{name} is an empty string, which would stop before any text")
+        if len(item) > MAX_STOP_CHARS:
+            raise InvalidArgumentError(
+                f"{name} has {len(item):,} characters; a stop string takes at most {MAX_STOP_CHARS:,}"
+            )
     return tuple(items)
 
 

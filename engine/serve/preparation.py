@@ -16,7 +16,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from engine.errors import CacheCapacityError, ContextOverflowError
+from engine.arguments import stop_strings
+from engine.errors import CacheCapacityError, ContextOverflowError, InvalidArgumentError
 from engine.prompts.chat import render_text
 from engine.prompts.regions import RenderedPrompt, common_prefix
 from engine.prompts.token_bound import TokenBound
@@ -24,7 +25,8 @@ from engine.runtime.engine import Engine
 from engine.runtime.outputs import Generation
 from engine.runtime.request import SamplingParams
 from engine.serve.cache_report import build_report, page_entry
-from engine.serve.chat_request import ChatRequest
+from engine.serve.chat_request import ANTHROPIC, ChatRequest
+from engine.serve.errors import APIError
 from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify
 from engine.serve.page import RequestLog
@@ -35,6 +37,7 @@ from engine.traces.request import TraceRequest
 from engine.traces.tokens import TokenizedText
 
 THREADS = 2  # one long tokenization leaves a thread for everyone else
+STOP_FIELDS = {ANTHROPIC: "stop_sequences"}  # each API's name for stop strings (else OpenAI's `stop`)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Preparer:
 
     def prepare(self, req: ChatRequest) -> Prepared:
         t0 = time.perf_counter()
+        _check_stop(req)
         key = req.session_id or ""  # implicit sessions share one incremental tokenizer key
         trace = TraceRequest(
             req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
@@ -150,3 +154,13 @@ class Preparer:
         self.metrics.first_token(timing["server_ttft_s"])
         full_text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         return Finished(gen, report, full_text)
+
+
+def _check_stop(req: ChatRequest) -> None:
+    """The engine's bounds on stop strings (engine/arguments.py: how many, how long each), refused by the
+    field's name in the request's API."""
+    field = STOP_FIELDS.get(req.api, "stop")
+    try:
+        stop_strings(req.stop)
+    except InvalidArgumentError as e:
+        raise APIError(400, field + str(e).removeprefix("stop"), param=field) from None

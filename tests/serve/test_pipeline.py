@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 import engine
+from engine.arguments import MAX_STOP_CHARS, MAX_STOP_STRINGS
 from engine.serve.app import build_state
 from tests.serve.in_process import Gate, InProcess, serving
 
@@ -179,3 +180,23 @@ def test_a_huge_prompt_is_refused_without_tokenizing_and_nothing_is_kept(
     assert reply.status_code == 400 and "exceeds the model's context" in reply.json()["error"]["message"]
     assert max(tokenized) > 90_000  # this one was tokenized (under the bound), then refused
     assert not {"huge", "over"} & (set(encoder.last) | set(sessions.latest))  # nothing kept for either
+
+
+@pytest.mark.parametrize(
+    ("path", "field", "many"),
+    [("/v1/chat/completions", "stop", 4), ("/v1/messages", "stop_sequences", MAX_STOP_STRINGS)],
+)
+def test_stop_strings_beyond_the_engines_bounds_are_refused_by_name(
+    gated: tuple[InProcess, Gate], path: str, field: str, many: int
+) -> None:
+    server, _ = gated
+    base = BODY | {"max_tokens": 2}
+    long = httpx.post(server.url + path, json=base | {field: ["x" * 400_000]}, timeout=120)
+    assert long.status_code == 400 and f"{field}[0] has 400,000 characters" in long.text, long.text
+    if path == "/v1/chat/completions":
+        assert long.json()["error"]["param"] == "stop"
+    else:
+        too_many = httpx.post(server.url + path, json=base | {field: ["a"] * (many + 1)}, timeout=120)
+        assert too_many.status_code == 400 and f"{field} takes at most {many}" in too_many.text
+    edge = httpx.post(server.url + path, json=base | {field: ["y" * MAX_STOP_CHARS] * many}, timeout=120)
+    assert edge.status_code == 200  # at the bounds: served
