@@ -69,6 +69,13 @@ def parser() -> argparse.ArgumentParser:
         help="max_tokens of an OpenAI request that sets none (default 1024, less if the context is shorter)",
     )
     p.add_argument(
+        "--max-tokens-cap",
+        type=int_flag(1),
+        default=None,
+        help="no reply longer than this many tokens: a larger max_tokens is clamped to it, and the "
+        "response says so (default: none)",
+    )
+    p.add_argument(
         "--keepalive-s",
         type=float_flag(positive=True),
         default=5.0,
@@ -121,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=args.max_queue,
         max_body_bytes=args.max_body_mb << 20,
         default_max_tokens=args.default_max_tokens,
+        max_tokens_cap=args.max_tokens_cap,
         keepalive_s=args.keepalive_s,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host

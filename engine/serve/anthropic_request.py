@@ -91,6 +91,7 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
         session_source=source,
         request_id=new_id("msg_"),
         continue_final=trace.continue_final,
+        clamp_max_tokens=True,
         notes={"not_applied": notes} if notes else {},
     )
 

@@ -78,12 +78,13 @@ def build_state(
     max_queue: int = 64,
     max_body_bytes: int = 32 << 20,
     default_max_tokens: int = 1024,
+    max_tokens_cap: int | None = None,
     keepalive_s: float = 5.0,
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
     metrics, page = Metrics(), RequestLog()
-    preparer = Preparer(engine, metrics, page, default_max_tokens)
+    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap)
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting.set))
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size

@@ -45,6 +45,7 @@ class ChatRequest:
     submitted_clock: float = 0.0  # perf_counter when queued (queue time is measured from it)
     tool_format: str = HERMES  # the format the model's template teaches (engine/prompts/chat.py)
     notes: dict[str, Any] = field(default_factory=dict)  # what parsing noted, for the `kvtestbed` object
+    clamp_max_tokens: bool = False  # a max_tokens over what the context leaves is clamped (else refused)
     continue_final: bool = False  # the last message is assistant text that the answer continues (a prefill)
 
     def mark_submitted(self) -> None:

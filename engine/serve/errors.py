@@ -51,7 +51,10 @@ class APIError(Exception):
 
     def anthropic_body(self) -> dict[str, Any]:
         kind = TYPES.get(self.status, TYPES[500])[1]
-        where = f"{self.param}: " if self.param and not self.message.startswith(self.param) else ""
+        named = not self.param or self.message.startswith(
+            (self.param, "prompt is too long")
+        )  # Anthropic's own
+        where = "" if named else f"{self.param}: "
         return {"type": "error", "error": {"type": kind, "message": where + self.message}}
 
 

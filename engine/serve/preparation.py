@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 from engine.arguments import stop_strings
-from engine.errors import CacheCapacityError, ContextOverflowError, InvalidArgumentError
-from engine.prompts.chat import render_text
+from engine.errors import CacheCapacityError, InvalidArgumentError
+from engine.prompts.literal import render_chat
 from engine.prompts.regions import RenderedPrompt, common_prefix
 from engine.prompts.token_bound import TokenBound
 from engine.runtime.engine import Engine
@@ -30,6 +30,7 @@ from engine.serve.errors import APIError
 from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify
 from engine.serve.page import RequestLog
+from engine.serve.reply_budget import reply_budget, too_long
 from engine.serve.sessions import SessionMatch, SessionStore
 from engine.serve.worker import Finished
 from engine.traces.rendering import TraceRenderer
@@ -53,9 +54,16 @@ class Prepared:
 
 
 class Preparer:
-    def __init__(self, engine: Engine, metrics: Metrics, page: RequestLog, default_max_tokens: int) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        metrics: Metrics,
+        page: RequestLog,
+        default_max_tokens: int,
+        max_tokens_cap: int | None = None,
+    ) -> None:
         self.engine, self.metrics, self.page = engine, metrics, page
-        self.default_max_tokens = default_max_tokens
+        self.default_max_tokens, self.max_tokens_cap = default_max_tokens, max_tokens_cap
         self.context = engine.config.max_position_embeddings
         self.renderer = TraceRenderer(engine.tokenizer, engine.source.eos_ids)
         self.bound = TokenBound.of(engine.tokenizer)
@@ -71,37 +79,35 @@ class Preparer:
         trace = TraceRequest(
             req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
         )
-        text = render_text(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        text = chat.text
         t1 = time.perf_counter()
         fewest = self.bound.fewest_tokens(text)
         if fewest > self.context:
-            raise ContextOverflowError(
-                f"prompt of at least {fewest} tokens ({len(text)} characters, at most "
-                f"{self.bound.max_chars} a token) exceeds the model's context of {self.context} tokens; "
-                "refused before tokenizing (prompts are never truncated)"
+            raise too_long(
+                fewest,
+                self.context,
+                at_least=True,
+                how=f"; {len(text)} characters, at most {self.bound.max_chars} a token: refused before tokenizing",
             )
-        prompt = self.renderer.encoder.encode(text, key, keep=False)
+        prompt = self.renderer.encoder.encode(text, key, keep=False, literal=chat.literal)
         t2 = time.perf_counter()
-        max_new = self._max_new_tokens(len(prompt.ids), req.max_tokens)
+        budget = reply_budget(
+            len(prompt.ids),
+            req.max_tokens,
+            self.context,
+            self.default_max_tokens,
+            self.max_tokens_cap,
+            req.clamp_max_tokens,
+        )
+        max_new = budget.tokens
+        if budget.note is not None:
+            req.notes["max_tokens"] = budget.note
         self._check_engine(req, len(prompt.ids) + max_new, max_new)
         with self.sessions_lock:
             match = self.sessions.resolve(req.session_id, req.session_source, prompt.ids)
         self.renderer.encoder.remember(key, prompt)
         return Prepared(trace, prompt, max_new, match, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2)
-
-    def _max_new_tokens(self, prompt_len: int, asked: int | None) -> int:
-        """`max_tokens`, checked against the context; refused, never truncated. Unasked: the server's
-        default, or what the context leaves if that is less."""
-        limit = self.context
-        if asked is None and prompt_len < limit:
-            return min(self.default_max_tokens, limit - prompt_len)
-        if asked is None or prompt_len + asked > limit:
-            plus = f" + max_tokens {asked}" if asked is not None else " (no room for one new token)"
-            raise ContextOverflowError(
-                f"prompt of {prompt_len} tokens{plus} exceeds the model's context of {limit} tokens; "
-                "refused (prompts are never truncated)"
-            )
-        return asked
 
     def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
         """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling

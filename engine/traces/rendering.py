@@ -10,7 +10,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from engine.prompts.chat import Message, render_text
+from engine.prompts.chat import Message
+from engine.prompts.literal import render_chat
 from engine.prompts.regions import Region, char_spans, common_prefix, message_end, token_regions
 from engine.traces.request import TraceRequest
 from engine.traces.tokens import IncrementalEncoder, TokenizedText
@@ -35,13 +36,14 @@ class TraceRenderer:
         self.ends: dict[str, tuple[list[Message], str, Any, list[int]]] = {}
 
     def prompt(self, req: TraceRequest) -> TokenizedText:
-        text = render_text(self.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
-        return self.encoder.encode(text, req.session)
+        chat = render_chat(self.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        return self.encoder.encode(chat.text, req.session, literal=chat.literal)
 
     def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message) -> list[int]:
         """The reply's tokens as a model would emit them (as the replay teacher-forces them)."""
-        text = render_text(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
-        tail = reply_tail(prompt.ids, self.encoder.encode(text, req.session).ids, self.eos_ids)
+        chat = render_chat(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
+        full = self.encoder.encode(chat.text, req.session, literal=chat.literal)
+        tail = reply_tail(prompt.ids, full.ids, self.eos_ids)
         if tail is not None:
             return tail
         content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.prompts.literal import tokenize_chat
 from engine.prompts.regions import common_prefix
 
 
@@ -24,6 +25,7 @@ class TokenizedText:
     ids: list[int]
     offsets: list[tuple[int, int]]  # (char start, char end) of every token in `text`
     cuts: list[tuple[int, int]]  # (char end, token count) right after every safe added token, ascending
+    literal: tuple[int, ...] = ()  # where control-token strings a client sent start: text, not tokens
 
 
 class IncrementalEncoder:
@@ -35,9 +37,12 @@ class IncrementalEncoder:
         self.incremental = bool(self.cut_ids) and self._split_is_exact()
         self.reused_tokens = 0  # ids taken from an earlier text instead of tokenized again (for reports)
 
-    def _tokenize(self, text: str, base: int = 0) -> tuple[list[int], list[tuple[int, int]]]:
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return list(enc["input_ids"]), [(s + base, e + base) for s, e in enc["offset_mapping"]]
+    def _tokenize(
+        self, text: str, base: int = 0, literal: tuple[int, ...] = ()
+    ) -> tuple[list[int], list[tuple[int, int]]]:
+        """`text` (the part of a whole text from character `base` on) tokenized; `literal` as the whole
+        text's (engine/prompts/literal.py)."""
+        return tokenize_chat(self.tokenizer, text, [p - base for p in literal if p >= base], base)
 
     def _split_is_exact(self) -> bool:
         marker = self.tokenizer.convert_ids_to_tokens(min(self.cut_ids))
@@ -48,20 +53,28 @@ class IncrementalEncoder:
     def _cuts(self, ids: list[int], offsets: list[tuple[int, int]], start: int) -> list[tuple[int, int]]:
         return [(offsets[k][1], k + 1) for k in range(start, len(ids)) if ids[k] in self.cut_ids]
 
-    def encode(self, text: str, key: str = "", keep: bool = True) -> TokenizedText:
-        """The ids of `text` (exactly as one tokenizer call gives them) and their character offsets; kept as
-        the key's last text unless `keep` is False (`remember` then keeps it, once it is wanted)."""
+    def encode(
+        self, text: str, key: str = "", keep: bool = True, literal: tuple[int, ...] = ()
+    ) -> TokenizedText:
+        """The ids of `text` (exactly as one tokenizer call gives them, the control-token strings starting
+        at `literal` tokenized as text) and their character offsets; kept as the key's last text unless
+        `keep` is False (`remember` then keeps it, once it is wanted)."""
         prev = self.last.get(key) if self.incremental else None
         shared = common_prefix(prev.text, text) if prev is not None else 0
+        if prev is not None and prev.literal != literal:  # reuse only what was tokenized the same way
+            differ = set(prev.literal) ^ set(literal)
+            shared = min(shared, min(differ))
         at = bisect.bisect_right(prev.cuts, (shared, len(prev.ids) + 1)) if prev is not None else 0
         if prev is None or at == 0:
-            ids, offsets = self._tokenize(text)
-            out = TokenizedText(text, ids, offsets, self._cuts(ids, offsets, 0) if self.incremental else [])
+            ids, offsets = self._tokenize(text, 0, literal)
+            cuts = self._cuts(ids, offsets, 0) if self.incremental else []
+            out = TokenizedText(text, ids, offsets, cuts, literal)
         else:
             char, count = prev.cuts[at - 1]
-            tail_ids, tail_offsets = self._tokenize(text[char:], base=char)
+            tail_ids, tail_offsets = self._tokenize(text[char:], char, literal)
             ids, offsets = prev.ids[:count] + tail_ids, prev.offsets[:count] + tail_offsets
-            out = TokenizedText(text, ids, offsets, prev.cuts[:at] + self._cuts(ids, offsets, count))
+            cuts = prev.cuts[:at] + self._cuts(ids, offsets, count)
+            out = TokenizedText(text, ids, offsets, cuts, literal)
             self.reused_tokens += count
         if keep:
             self.remember(key, out)

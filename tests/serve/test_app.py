@@ -140,10 +140,14 @@ def test_openai_errors_name_the_field(
             "messages[0].role",
         ),
         (
-            {"model": MODEL, "max_tokens": 8190, "messages": [{"role": "user", "content": "hi"}]},
+            {
+                "model": MODEL,
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "lighthouse " * 8200}],
+            },
             400,
             "invalid_request_error",
-            "exceeds the model's context of 8192",
+            "prompt is too long: ",
         ),
     ],
 )
