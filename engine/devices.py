@@ -126,6 +126,14 @@ def synchronize(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
+def to_device(data: object, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of host values (nested lists of numbers) on `device`: on CUDA through pinned memory without
+    waiting (an ordinary copy from pageable memory would wait for the queued kernels)."""
+    if device.type != "cuda":
+        return torch.tensor(data, dtype=dtype, device=device)
+    return torch.tensor(data, dtype=dtype, pin_memory=True).to(device, non_blocking=True)
+
+
 def now(device: torch.device) -> float:
     """A synchronized timestamp in seconds."""
     synchronize(device)

@@ -50,7 +50,7 @@ class Generation:
     usage: Usage
     timing: Timing
     prompt_ids: list[int] = field(default_factory=list, repr=False)
-    finish_reason: str = "length"  # "length" | "stop" (EOS or a stop string) | "abort"
+    finish_reason: str = "length"  # "length" | "stop" (EOS or a stop string) | "abort" | "error"
     logits: torch.Tensor | None = field(default=None, repr=False)  # [steps, vocab] with return_logits=True
     stop_string: str | None = (
         None  # the stop string `text` ends before (token_ids hold the token completing it)
@@ -72,7 +72,8 @@ class Generation:
 @dataclass
 class StepOutput:
     """What one step did for one request: the token it sampled, the text that token adds (whole characters,
-    never past a stop string) and, once finished, the whole `Generation`."""
+    never past a stop string) and, once finished, the whole `Generation`; or, where the request failed alone
+    in the step (its forward, its logits), `error` (finished, no token: -1, no generation)."""
 
     request_id: str
     token_id: int
@@ -81,3 +82,4 @@ class StepOutput:
     generation: Generation | None = None
     prompt_tokens: int = 0
     cached_tokens: int = 0  # what its prompt got from the prefix cache at admission
+    error: Exception | None = None

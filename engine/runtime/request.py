@@ -7,12 +7,14 @@ Invariants:
   reaches the end;
 - a pool-backed request (`private` False) holds blocks only while RUNNING; a private one keeps its K/V in its
   own window only and never touches the pool (cache off, or an approximate assembly);
-- `text` is what the request has given out: whole characters, never past the start of a stop string.
+- `text` is what the request has given out: whole characters, never past the start of a stop string; its
+  detokenizer and stop matcher see each token once (constant work per token, however long the reply).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -21,7 +23,9 @@ from engine.arguments import boolean, integer, random_seed, stop_strings
 from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
 from engine.model.sampling import check_sampling
+from engine.runtime.detokenizer import IncrementalDetokenizer
 from engine.runtime.outputs import Generation, Timing, Usage
+from engine.runtime.stop_strings import StopMatcher
 
 
 class Status(enum.Enum):
@@ -87,6 +91,13 @@ class Request:
     stop_string: str | None = None
     logits: list[torch.Tensor] = field(default_factory=list)
     text: str = ""
+    decode: Callable[[list[int]], str] | None = None  # generated ids -> text (None: no tokenizer)
+    error: Exception | None = None  # why the request failed alone (finish_reason "error")
+
+    def __post_init__(self) -> None:
+        self.detokenizer = IncrementalDetokenizer(self.decode)
+        self.stops = StopMatcher(self.params.stop)
+        self.decoded = ""  # the whole characters of the generated tokens so far
 
     @property
     def pending(self) -> int:
@@ -101,24 +112,29 @@ class Request:
     def num_generated(self) -> int:
         return len(self.seq) - self.seq.num_prompt
 
-    def accept(
-        self, token: int, text: str, is_eos: bool, logits: torch.Tensor, t_forward: float, t: float
-    ) -> str:
-        """Record a sampled token (`text`: the generated tokens decoded, this one included) and finish the
-        request at EOS, a stop string or its length limit; the text the token adds."""
+    def accept(self, token: int, is_eos: bool, logits: torch.Tensor, t_forward: float, t: float) -> str:
+        """Record a sampled token and finish the request at EOS, a stop string or its length limit; the text
+        the token adds to what may be given out."""
         if self.prefill_done is None:
             self.prefill_done = t_forward
         if self.params.return_logits:
             self.logits.append(logits.cpu())
         self.seq.token_ids.append(token)
         self.token_times.append(t)
-        is_eos = is_eos and not self.params.ignore_eos
-        if is_eos or visible_text(text, self.params.stop, finished=False)[1] is not None:
-            self.finish_reason = "stop"
-        elif self.num_generated >= self.params.max_new_tokens:
-            self.finish_reason = "length"
-        shown, self.stop_string = visible_text(text, self.params.stop, self.finish_reason is not None)
-        delta, self.text = shown[len(self.text) :], shown
+        piece = self.detokenizer.push(token)
+        hit = self.stops.feed(piece) if piece else None
+        self.decoded += piece
+        if hit is not None:
+            self.finish_reason, self.stop_string = "stop", hit[1]
+            end = hit[0]
+        else:
+            if is_eos and not self.params.ignore_eos:
+                self.finish_reason = "stop"
+            elif self.num_generated >= self.params.max_new_tokens:
+                self.finish_reason = "length"
+            end = len(self.decoded) - (0 if self.finish_reason is not None else self.stops.partial)
+        delta = self.decoded[len(self.text) : end]  # only the new characters: linear in the reply
+        self.text += delta
         return delta
 
     def generation(self, divergence_context: str) -> Generation:
@@ -161,19 +177,3 @@ class Request:
             self.stop_string,
             self.preemptions,
         )
-
-
-def visible_text(text: str, stop: tuple[str, ...], finished: bool) -> tuple[str, str | None]:
-    """The part of the decoded text a request may give out, and the stop string it ends at (if any).
-
-    Cut before the earliest stop string; until the request finishes, hold back a tail that could still
-    grow into one and an incomplete character (U+FFFD from a partial UTF-8 sequence); a request that
-    finishes drops an incomplete last character."""
-    hits = [(text.index(s), s) for s in stop if s in text]
-    if hits:
-        at, matched = min(hits)
-        return text[:at], matched
-    if not finished:
-        hold = max((k for s in stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
-        text = text[: len(text) - hold]
-    return text.rstrip("\ufffd"), None

@@ -34,6 +34,7 @@ class ModelRunner:
         sampling: list[Request] = []
         rows: list[int] = []
         for req, n in ordered:
+            assert n >= 1, f"request {req.id} scheduled with {n} tokens"
             seq, start = req.seq, req.seq.num_kv
             ids += seq.token_ids[start : start + n]
             read = None
@@ -55,6 +56,33 @@ class ModelRunner:
         for req, n in ordered:
             req.seq.num_kv += n
         return sampling, logits
+
+    def run_isolating(
+        self, work: Sequence[tuple[Request, int]]
+    ) -> tuple[list[Request], torch.Tensor, list[tuple[Request, Exception]]]:
+        """`run`, and where the batch's forward raises, each request's forward alone, so that a failure is the
+        failing request's own: the requests that sample, their logits, and the requests that failed with
+        their errors. A failed forward changes no request (`num_kv` advances only after a forward)."""
+        try:
+            return (*self.run(work), [])
+        except Exception as error:  # noqa: BLE001 - retried one by one below; a lone failure is its own
+            if len(work) == 1:
+                return [], self._no_logits(), [(work[0][0], error)]
+        sampling: list[Request] = []
+        rows: list[torch.Tensor] = []
+        failed: list[tuple[Request, Exception]] = []
+        for req, n in work:
+            try:
+                alone, logits = self.run([(req, n)])
+            except Exception as error:  # noqa: BLE001
+                failed.append((req, error))
+                continue
+            sampling += alone
+            rows.append(logits)
+        return sampling, torch.cat(rows) if rows else self._no_logits(), failed
+
+    def _no_logits(self) -> torch.Tensor:
+        return torch.empty(0, self.model.config.vocab_size, device=self.device)
 
     def compute(
         self,

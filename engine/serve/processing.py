@@ -142,6 +142,10 @@ class Processor:
             flight = self.flying.get(out.request_id)
             if flight is None:
                 continue
+            if out.error is not None:  # this request failed alone in the step; the others go on
+                del self.flying[out.request_id]
+                self._end(flight.job, self._failed(flight.job, out.error), "failed", not flight.admitted)
+                continue
             if flight.first_token is None:
                 flight.first_token = now
             if out.text:

@@ -1,19 +1,81 @@
-"""What a request may give out of its decoded text: whole characters, nothing from a stop string on."""
+"""What a request may give out of its decoded text: whole characters, nothing from a stop string on; the
+stop matcher and the detokenizer see each character and token once."""
 
 from __future__ import annotations
 
-from engine.runtime.request import visible_text
+import time
+
+from engine.runtime.detokenizer import IncrementalDetokenizer
+from engine.runtime.stop_strings import StopMatcher, failure_table
+
+
+def fed(stops: tuple[str, ...], pieces: list[str]) -> tuple[tuple[int, str] | None, int]:
+    """The first hit over the pieces, and the held-back tail after the last one."""
+    m = StopMatcher(stops)
+    for piece in pieces:
+        hit = m.feed(piece)
+        if hit is not None:
+            return hit, m.partial
+    return None, m.partial
 
 
 def test_cut_before_the_earliest_stop_string() -> None:
-    assert visible_text("say Paris or Rome", ("Rome", "Paris"), finished=False) == ("say ", "Paris")
+    assert fed(("Rome", "Paris"), ["say Paris or Rome"]) == ((4, "Paris"), 0)
+    assert fed(("Rome", "Paris"), ["say Pa", "r", "is"])[0] == (4, "Paris")
+    # across pieces, the earliest start wins; ties go to the smaller string (as min() of pairs does)
+    assert fed(("b", "aby"), ["xa", "by"])[0] == (1, "aby")
+    assert fed(("ab", "abc"), ["xabc"])[0] == (1, "ab")
 
 
 def test_a_tail_that_may_become_a_stop_string_is_held_back() -> None:
-    assert visible_text("the capital is Pa", ("Paris",), finished=False) == ("the capital is ", None)
-    assert visible_text("the capital is Pa", ("Paris",), finished=True) == ("the capital is Pa", None)
+    assert fed(("Paris",), ["the capital is Pa"]) == (None, 2)
+    assert fed(("aab",), ["aaaa"]) == (None, 2)  # KMP: the longest prefix that ends the text
+    assert fed(("Paris",), ["the capital is Pa", "lo"]) == (None, 0)
 
 
-def test_a_partial_character_is_held_back_then_dropped_at_the_end() -> None:
-    assert visible_text("ok \ufffd", (), finished=False) == ("ok ", None)
-    assert visible_text("ok \ufffd\ufffd", (), finished=True) == ("ok ", None)
+def test_failure_table() -> None:
+    assert failure_table("abab") == [0, 0, 1, 2]
+    assert failure_table("aaab") == [0, 1, 2, 0]
+
+
+def test_matching_is_linear_in_the_text_and_the_stop_strings() -> None:
+    """A 4,096-character stop string that almost matches every piece (the quadratic case of checking every
+    prefix per token) costs about what a short one costs."""
+    long_stop = "a" * 4095 + "b"
+    start = time.process_time()
+    m = StopMatcher((long_stop,))
+    for _ in range(2000):
+        assert m.feed("aa") is None
+    assert m.partial == 4000
+    assert time.process_time() - start < 2.0
+
+
+class Bytes:
+    """A byte-level tokenizer: token i is byte i; decode as UTF-8 with replacement (as BPE decoders do)."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def __call__(self, ids: list[int]) -> str:
+        self.calls.append(len(ids))
+        return bytes(ids).decode("utf-8", errors="replace")
+
+
+def test_detokenizer_gives_whole_characters_and_decodes_a_short_window() -> None:
+    text = "héllo 🌟 wörld " * 50
+    decode = Bytes()
+    d = IncrementalDetokenizer(decode)
+    pieces = [d.push(b) for b in text.encode()]
+    assert "".join(pieces) == text
+    assert all("\ufffd" not in p for p in pieces)
+    assert max(decode.calls) <= 8  # the window never grows with the reply
+
+
+def test_detokenizer_holds_a_partial_character_and_gives_invalid_bytes_once_followed() -> None:
+    d = IncrementalDetokenizer(Bytes())
+    star = "🌟".encode()
+    assert [d.push(b) for b in star[:3]] == ["", "", ""]
+    assert d.push(star[3]) == "🌟"
+    assert d.push(0xFF) == ""  # invalid: held while it is the last character
+    assert d.push(ord("x")) == "\ufffdx"
+    assert IncrementalDetokenizer(None).push(5) == ""

@@ -93,6 +93,8 @@ def run_fleet(
             idle_s += wait
             continue
         for out in engine.step():
+            if out.error is not None:
+                raise out.error
             if out.generation is None:
                 continue
             a, t, scheduled, added = flying.pop(out.request_id)
