@@ -20,6 +20,7 @@ STATUS_MSGS=$R/status-attention-smollm2-135m-cpu/messages_with_status.json
 STEPS=(
   "layout|$PY -m engine.bench layout --model $M --out $R/layout-smollm2-135m-cpu --overwrite"
   "fleet|$PY -m engine.bench fleet --model $M --repeats 3 --out $R/fleet-smollm2-135m-cpu --overwrite"
+  "cluster|$PY -m engine.bench cluster example:mooncake --replicas 1 2 4 8 --layouts as-sent timestamp-first --load 1 30 100 --out $R/cluster-mooncake --overwrite"
   "statusbar|$PY -m engine.bench statusbar --model $M --out $R/statusbar-smollm2-135m-cpu --overwrite"
   "compaction|$PY -m engine.bench compaction --model $M --out $R/compaction-smollm2-135m-cpu --overwrite"
   "sink|$PY -m engine.bench sink --model $M --check-transformers --out $R/sink-smollm2-135m-cpu --overwrite"

@@ -17,6 +17,7 @@ ALLOWED = {
     "runtime": FOUNDATIONS | CORE,
     "approx": FOUNDATIONS | CORE | {"runtime"},
     "traces": FOUNDATIONS | CORE,
+    "cluster": FOUNDATIONS | CORE | {"traces"},
 }
 
 

@@ -10,6 +10,7 @@ from engine.cli import run
 
 def main(argv: list[str] | None = None) -> int:
     from engine.bench.commands import (
+        cluster,
         compaction,
         fleet,
         kv_compose,
@@ -24,7 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     # each command module registers its own subcommand and sets `func`
-    for module in (layout, replay, fleet, statusbar, compaction, sink, status_attention, kv_edit, kv_compose):
+    for module in (
+        layout,
+        replay,
+        fleet,
+        cluster,
+        statusbar,
+        compaction,
+        sink,
+        status_attention,
+        kv_edit,
+        kv_compose,
+    ):
         module.register(commands)
     args = parser.parse_args(argv)
     return args.func(args)
