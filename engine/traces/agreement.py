@@ -19,7 +19,13 @@ from typing import Any
 
 from engine.traces.analysis import RECORDED, AnalyzedRequest
 
-PROVIDER_RULE = {"anthropic": "anthropic", "openai": "openai", "deepseek": "deepseek", "gcp.gemini": "gemini"}
+PROVIDER_RULE = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "deepseek": "deepseek",
+    "gcp.gemini": "gemini",
+    "kvtestbed": "local",  # engine.serve's --record: the engine's own cache
+}
 
 
 def provider_rule(record: AnalyzedRequest) -> str | None:

@@ -126,7 +126,15 @@ class Analyzer:
         if req.auto_cache_ttl_s is not None and chain:
             marks.append((len(chain) - 1, req.auto_cache_ttl_s))
         return RulePrompt(
-            ids, when, req.model, reply, chain, tuple(sorted(marks)), req.cache_key, req.cache_retention
+            ids,
+            when,
+            req.model,
+            reply,
+            chain,
+            tuple(sorted(marks)),
+            req.cache_key,
+            req.cache_retention,
+            req.cache_salt,
         )
 
     def run(self, requests: Sequence[TraceRequest], keep_ids: bool = False) -> list[AnalyzedRequest]:
@@ -175,7 +183,7 @@ class Analyzer:
     ) -> tuple[AnalyzedRequest, _Kept, tuple[Any, list[int]]]:
         prompt = self.renderer.prompt(req)
         ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
-        reply_ids = self.renderer.reply(req, prompt, reply) if reply is not None else []
+        reply_ids = self.renderer.reply(req, prompt, reply, req.reply_cut) if reply is not None else []
         rp = self._rule_prompt(req, ids, when, reply_ids)
         served = {"local": self.local.serve(rp)} | {r.name: r.serve(rp) for r in self.rules}
         lcp = common_prefix(ids, before.before) if before is not None else len(ids)

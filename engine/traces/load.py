@@ -2,11 +2,10 @@
 proxies log them; UTF-8, a byte-order mark allowed) into `TraceRequest`s, in any of the formats of
 `engine.traces.formats`, auto-detected unless forced.
 
-A request may be wrapped in a log envelope: `{"timestamp": ..., "session_id": ..., "body": {...}}` (or
-`"request"` for `"body"`). Timestamps are finite numbers of seconds or ISO 8601 strings (one without an
-offset is UTC), read from the envelope (`timestamp`, `ts`, `time`, `created_at`); the session from
-`session_id`/`session` or `metadata.session_id`, else the trace's path as given (two files of one name in
-two folders are two sessions). Anything malformed, a lone surrogate included, is refused naming the file,
+A request may be wrapped in a log envelope (`engine.traces.envelope`): its time, its session (else the
+trace's path as given: two files of one name in two folders are two sessions), the format of its body (a
+file may then mix APIs, as the server's `--record` files do; bodies of no declared format are detected, and
+must agree), the usage the response reported. Anything malformed, a lone surrogate included, is refused naming the file,
 the request (1-based) and the field. Files that harnesses, proxies and tracers write (Claude Code, Codex,
 claude-trace, HAR, OpenTelemetry) are detected as a whole and read by their own readers
 (`engine.traces.file_readers`).
@@ -20,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
+from engine.traces.envelope import cache_salt, recorded_usage, reply_cut, unwrap
 from engine.traces.fields import JSONLimitError, loads, refuse_lone_surrogates
 from engine.traces.file_readers import read_file
 from engine.traces.formats import FILE_FORMATS, FORMATS, PARSERS, detect, detect_file
-from engine.traces.records import read_text, seconds
+from engine.traces.records import read_text
 from engine.traces.request import FieldError, TraceRequest
-
-TIME_KEYS = ("timestamp", "ts", "time", "created_at")
-SESSION_KEYS = ("session_id", "session")
 
 
 def read_entries(path: Path, text: str | None = None) -> list[Any]:
@@ -73,24 +70,6 @@ def _one_request(path: Path, text: str, as_lines: str) -> Any:
         raise TraceError(f"{path}: {e}") from None
 
 
-def _timestamp(value: Any) -> float | None:
-    """Seconds: a finite number, or an ISO 8601 time (UTC where it gives no offset)."""
-    if value is None or isinstance(value, bool):
-        return None
-    return seconds(value, "timestamp")
-
-
-def unwrap(entry: Any) -> tuple[Any, float | None, str | None]:
-    """(request body, timestamp, session) of one entry, envelope or not."""
-    if not isinstance(entry, dict):
-        return entry, None, None
-    body = next((entry[k] for k in ("body", "request") if isinstance(entry.get(k), (dict, list))), entry)
-    meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-    when = _timestamp(next((entry[k] for k in TIME_KEYS if k in entry), None))
-    session = next((str(d[k]) for d in (entry, meta) for k in SESSION_KEYS if d.get(k) is not None), None)
-    return body, when, session
-
-
 def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> list[TraceRequest]:
     """Every request of the file, in order, in the file's one format (`fmt` forces it); a request without
     a session id is in the session `name` (default: the path as given)."""
@@ -102,21 +81,34 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
         raise TraceError(f"{path} is a hash-id trace (no text): it is analyzed with --analyze, as hash ids")
     if kind is not None:
         return read_file(path, kind).requests
-    requests, found, first = [], fmt, 0  # `first`: the request that decided the format
+    requests, found, first = [], fmt, 0  # `first`: the undeclared request that decided the format
     for i, entry in enumerate(read_entries(path, text)):
         try:
             refuse_lone_surrogates(entry)
-            body, when, session = unwrap(entry)
-            kind = fmt or detect(body)
-            if found is None:
-                found, first = kind, i
-            elif kind is not None and kind != found:
-                raise TraceError(
-                    f"{path}: request {i + 1} looks like {kind} but request {first + 1} looks like {found}; "
-                    "pass --format to read them all as one"
-                )
-            req = PARSERS[found or "openai-chat"](body)
+            envelope = unwrap(entry)
+            kind = fmt or envelope.format
+            if kind is None:  # detected, and every undeclared body read in the first format detected
+                kind = detect(envelope.body)
+                if found is None:
+                    found, first = kind, i
+                elif kind is not None and kind != found:
+                    raise TraceError(
+                        f"{path}: request {i + 1} looks like {kind} but request {first + 1} looks like "
+                        f"{found}; pass --format to read them all as one"
+                    )
+                kind = found or "openai-chat"
+            req = PARSERS[kind](envelope.body)
+            recorded = recorded_usage(envelope, kind, req.model)
         except FieldError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None
-        requests.append(replace(req, timestamp=when, session=session or name or str(path)))
+        requests.append(
+            replace(
+                req,
+                timestamp=envelope.time,
+                session=envelope.session or name or str(path),
+                recorded=recorded,
+                reply_cut=reply_cut(envelope),
+                cache_salt=cache_salt(envelope, req.model),
+            )
+        )
     return requests

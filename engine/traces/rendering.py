@@ -39,15 +39,16 @@ class TraceRenderer:
         chat = render_chat(self.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
         return self.encoder.encode(chat.text, req.session, literal=chat.literal)
 
-    def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message) -> list[int]:
-        """The reply's tokens as a model would emit them (as the replay teacher-forces them)."""
+    def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message, cut: bool = False) -> list[int]:
+        """The reply's tokens as a model would emit them (as the replay teacher-forces them): through the
+        end-of-turn token, or without it when the reply was `cut` at its token limit (none was generated)."""
         chat = render_chat(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
         full = self.encoder.encode(chat.text, req.session, literal=chat.literal)
         tail = reply_tail(prompt.ids, full.ids, self.eos_ids)
-        if tail is not None:
-            return tail
-        content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids
-        return content + list(self.eos_ids[:1])
+        if tail is None:
+            content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids
+            tail = content + list(self.eos_ids[:1])
+        return tail[:-1] if cut and tail and tail[-1] in self.eos_ids else tail
 
     def message_ends(self, req: TraceRequest, prompt: TokenizedText) -> list[int]:
         """Character where each message's rendering ends in the prompt (`regions.message_end`). Kept per

@@ -58,6 +58,8 @@ class TraceRequest:
     cache_retention: str | None = None  # OpenAI `prompt_cache_retention`: "in_memory" or "24h"
     recorded: RecordedUsage | None = None  # what the provider reported for this request
     continue_final: bool = False  # the last message is assistant text the reply continues (a prefill)
+    reply_cut: bool = False  # its reply was cut at the token limit (recorded): no end-of-turn token generated
+    cache_salt: str = ""  # the cache namespace a server kept it in (engine.serve: the served model name)
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

@@ -97,3 +97,33 @@ def test_hosted_rules_ride_along(tiny) -> None:
         "system_changed",
     ]
     assert records[5].misses["local"].reason == "system_changed" and records[3].misses["local"] is None
+
+
+def test_a_cut_reply_and_a_servers_namespace_as_the_server_cached_them(tiny) -> None:
+    """A reply cut at its token limit never generated an end-of-turn token, so the server cached one token
+    less of it than of a finished reply; a request under another served name reads another namespace."""
+    ask = [
+        {"role": "system", "content": "You are terse. " * 12},
+        {"role": "user", "content": "Count to ten."},
+    ]
+    reply = {"role": "assistant", "content": "one two three four five six seven eight nine ten " * 3}
+    follow = [*ask, reply, {"role": "user", "content": "Again."}]
+    block = tiny.blocks.block_size
+
+    def cached(first: TraceRequest) -> list[int]:
+        second = TraceRequest(follow, session="s", cache_salt=first.cache_salt)
+        return [r.cached_tokens for r in analyze(tiny, [first, second])]
+
+    finished, cut = (
+        cached(TraceRequest(ask, session="s")),
+        cached(TraceRequest(ask, session="s", reply_cut=True)),
+    )
+    renderer = TraceRenderer(tiny.tokenizer, tiny.source.eos_ids)
+    prompt = renderer.prompt(TraceRequest(ask, session="s"))
+    n = (
+        len(prompt.ids) + len(renderer.reply(TraceRequest(ask), prompt, reply)) - 1
+    )  # what a finished reply left
+    assert finished[1] == n // block * block and cut[1] == (n - 1) // block * block
+    other = [TraceRequest(ask, session="a", cache_salt="m"), TraceRequest(ask, session="b", cache_salt="m-b")]
+    same = [TraceRequest(ask, session="a", cache_salt="m"), TraceRequest(ask, session="b", cache_salt="m")]
+    assert analyze(tiny, other)[1].cached_tokens == 0 and analyze(tiny, same)[1].cached_tokens > 0

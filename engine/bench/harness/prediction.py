@@ -45,9 +45,7 @@ class Predictor:
             return Predicted(len(prompt.ids), None)
         reply: list[int] = []
         if not ex.error:
-            reply = self.renderer.reply(req, prompt, ex.reply())
-            if ex.finish_reason in CUT_AT_LIMIT and reply and reply[-1] in self.renderer.eos_ids:
-                reply = reply[:-1]
+            reply = self.renderer.reply(req, prompt, ex.reply(), ex.finish_reason in CUT_AT_LIMIT)
         served = self.local.serve(RulePrompt(prompt.ids, 0.0, reply_ids=reply))
         return Predicted(len(prompt.ids), served.cached_tokens)
 

@@ -25,6 +25,7 @@ class RulePrompt:
     ] = ()  # Anthropic: (block index, ttl seconds), automatic included
     cache_key: str | None = None  # OpenAI `prompt_cache_key`
     retention: str | None = None  # OpenAI `prompt_cache_retention`
+    cache_salt: str = ""  # the local cache's namespace for it (a server's per-model namespace)
 
 
 @dataclass(frozen=True)

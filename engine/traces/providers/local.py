@@ -23,9 +23,9 @@ class LocalRule:
         self.blocks, self.salt, self.context = blocks, salt, context
         self.unit = blocks.block_size
 
-    def _prefill(self, ids: list[int]) -> tuple[int, int]:
+    def _prefill(self, ids: list[int], salt: str) -> tuple[int, int]:
         """Admit, fill and publish `ids` as one request: (tokens served from cache, tokens now cached)."""
-        seq = SequenceState(ids, salt=self.salt)
+        seq = SequenceState(ids, salt=self.salt + salt)
         self.blocks.admit(seq)
         try:
             self.blocks.grow(seq, len(ids))
@@ -40,7 +40,7 @@ class LocalRule:
         need = len(ids) + max(1, len(prompt.reply_ids))  # what the replay's generate calls check
         if self.context is not None and need > self.context:
             return Served(0, why_none=f"refused: needs {need:,} tokens, over the model's {self.context:,}")
-        cached, stored = self._prefill(ids)
+        cached, stored = self._prefill(ids, prompt.cache_salt)
         if len(prompt.reply_ids) > 1:  # the reply's blocks, as decoding it publishes them
-            stored = self._prefill(ids + list(prompt.reply_ids[:-1]))[1]
+            stored = self._prefill(ids + list(prompt.reply_ids[:-1]), prompt.cache_salt)[1]
         return Served(cached, stored_tokens=stored, below_minimum=len(ids) <= self.blocks.block_size)

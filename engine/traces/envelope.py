@@ -1,0 +1,92 @@
+"""A request body in a log envelope, as proxies and this project's server (`engine.serve --record`) write
+them: `{"timestamp": ..., "session_id": ..., "body": {...}}` (or `"request"` for `"body"`), and what an
+envelope may say besides:
+
+- the time (`timestamp`, `ts`, `time`, `created_at`: finite seconds or ISO 8601, UTC without an offset) and
+  the session (`session_id` / `session`, or `metadata.session_id`);
+- `format`: the trace format of its body (`openai-chat`, `openai-responses`, `anthropic`), which then needs no
+  detecting: a file may mix APIs, each body read by its own parser (a value that names no format is
+  ignored, and the body detected);
+- `usage`: the usage the response reported, in its API's form (the request's recorded usage);
+- `kvtestbed`: the report of the engine.serve that answered (its own `--record` writes it): the usage is
+  then that server's (provider `kvtestbed`, compared with the local rule), with the prompt tokens it wrote
+  to its cache (`cache_written_tokens`) as the writes on either API, whether the reply was cut at its token
+  limit (`finish_reason` `length`: no end-of-turn token was generated, so none was cached), and its cache
+  namespace, the served model name (`model`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from engine.traces.fields import expect, token_count
+from engine.traces.records import seconds
+from engine.traces.usage import RecordedUsage, anthropic_usage, openai_usage
+
+TIME_KEYS = ("timestamp", "ts", "time", "created_at")
+SESSION_KEYS = ("session_id", "session")
+BODY_FORMATS = ("openai-chat", "openai-responses", "anthropic")
+SERVER = "kvtestbed"  # the provider name of this project's server, and its report's key
+
+
+@dataclass(frozen=True)
+class Envelope:
+    body: Any
+    time: float | None = None
+    session: str | None = None
+    format: str | None = None  # the body's format, where the envelope names one
+    usage: Any = None  # the response's usage object, where the envelope holds it
+    server: dict[str, Any] | None = None  # engine.serve's report on the request
+
+
+def _timestamp(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    return seconds(value, "timestamp")
+
+
+def unwrap(entry: Any) -> Envelope:
+    """One entry of a trace file, envelope or bare body (whose own keys may give its time and session)."""
+    if not isinstance(entry, dict):
+        return Envelope(entry)
+    body = next((entry[k] for k in ("body", "request") if isinstance(entry.get(k), (dict, list))), entry)
+    meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+    when = _timestamp(next((entry[k] for k in TIME_KEYS if k in entry), None))
+    session = next((str(d[k]) for d in (entry, meta) for k in SESSION_KEYS if d.get(k) is not None), None)
+    if body is entry:  # a bare body: no envelope fields
+        return Envelope(body, when, session)
+    fmt = entry.get("format") if entry.get("format") in BODY_FORMATS else None
+    server = expect(entry[SERVER], dict, SERVER) if entry.get(SERVER) is not None else None
+    return Envelope(body, when, session, fmt, entry.get("usage"), server)
+
+
+def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedUsage | None:
+    """The usage the envelope holds, read in the form of the API of `fmt`; None where it holds none."""
+    if envelope.usage is None:
+        return None
+    server = envelope.server
+    provider = SERVER if server is not None else "anthropic" if fmt == "anthropic" else "openai"
+    if fmt == "anthropic":
+        usage = replace(anthropic_usage(envelope.usage, model), provider=provider)
+    else:
+        usage = openai_usage(envelope.usage, model, provider=provider)
+    if server is not None and usage.cache_write_tokens is None and "cache_written_tokens" in server:
+        usage = replace(
+            usage,
+            cache_write_tokens=token_count(server["cache_written_tokens"], f"{SERVER}.cache_written_tokens"),
+        )
+    return usage
+
+
+def reply_cut(envelope: Envelope) -> bool:
+    """Whether the server says it cut the reply at its token limit."""
+    return envelope.server is not None and envelope.server.get("finish_reason") == "length"
+
+
+def cache_salt(envelope: Envelope, model: str | None) -> str:
+    """The cache namespace the server kept the request in: its served model name."""
+    if envelope.server is None:
+        return ""
+    name = envelope.server.get("model", model)
+    return name if isinstance(name, str) else ""

@@ -1,0 +1,100 @@
+"""Log envelopes: a body's declared format (a file may mix APIs), the response's usage as recorded usage, and
+what engine.serve's own report adds (its provider, its cache writes on either API, a reply cut at its token
+limit, its per-model cache namespace)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.errors import TraceError
+from engine.traces.load import load_trace
+
+MESSAGES = [{"role": "user", "content": "Name a colour."}]
+CHAT = {"model": "m", "messages": MESSAGES}
+ANTHROPIC = {"model": "m", "system": "Be brief.", "messages": MESSAGES}
+
+
+def write(path: Path, *entries: dict) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def test_declared_formats_mix_in_one_file(tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "mixed.jsonl",
+        {"session_id": "a", "format": "openai-chat", "body": CHAT},
+        {"session_id": "b", "format": "anthropic", "body": {"model": "m", "messages": MESSAGES}},
+        {"session_id": "c", "format": "openai-responses", "body": {"model": "m", "input": "Name a colour."}},
+    )
+    got = load_trace(path)
+    assert [r.messages for r in got] == [MESSAGES] * 3 and [r.session for r in got] == ["a", "b", "c"]
+    assert all(r.recorded is None and not r.reply_cut and r.cache_salt == "" for r in got)
+    undeclared = write(
+        tmp_path / "undeclared.jsonl",
+        {"body": {"messages": [{"role": "system", "content": "x"}, *MESSAGES]}},
+        {"body": ANTHROPIC},
+    )
+    with pytest.raises(
+        TraceError, match="request 2 looks like anthropic but request 1 looks like openai-chat"
+    ):
+        load_trace(undeclared)  # bodies that declare nothing must still agree
+    other = write(tmp_path / "other.jsonl", {"format": "json", "body": ANTHROPIC})
+    assert load_trace(other)[0].messages[0] == {
+        "role": "system",
+        "content": "Be brief.",
+    }  # not a format: detected
+
+
+def test_usage_is_recorded_in_its_apis_form(tmp_path: Path) -> None:
+    chat_usage = {"prompt_tokens": 40, "completion_tokens": 3, "prompt_tokens_details": {"cached_tokens": 32}}
+    anthropic_usage = {"input_tokens": 8, "cache_read_input_tokens": 32, "cache_creation_input_tokens": 16}
+    path = write(
+        tmp_path / "log.jsonl",
+        {"format": "openai-chat", "body": CHAT, "usage": chat_usage},
+        {"format": "anthropic", "body": ANTHROPIC, "usage": anthropic_usage | {"output_tokens": 2}},
+    )
+    chat, anthropic = (r.recorded for r in load_trace(path))
+    assert (chat.provider, chat.prompt_tokens, chat.cache_read_tokens, chat.output_tokens) == (
+        "openai",
+        40,
+        32,
+        3,
+    )
+    assert (anthropic.provider, anthropic.prompt_tokens, anthropic.cache_write_tokens) == (
+        "anthropic",
+        56,
+        16,
+    )
+    bad = write(
+        tmp_path / "bad.jsonl", {"format": "openai-chat", "body": CHAT, "usage": {"prompt_tokens": -5}}
+    )
+    with pytest.raises(TraceError, match=r"request 1: usage\.prompt_tokens: expected a token count"):
+        load_trace(bad)
+
+
+def test_the_servers_own_report(tmp_path: Path) -> None:
+    report = {
+        "model": "smollm2-b",
+        "cache_written_tokens": 16,
+        "finish_reason": "length",
+        "cached_tokens": 16,
+    }
+    path = write(
+        tmp_path / "record.jsonl",
+        {
+            "timestamp": 1796029200.0,
+            "session_id": "s",
+            "format": "openai-chat",
+            "body": CHAT,
+            "usage": {"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 16}},
+            "kvtestbed": report,
+        },
+        {"format": "anthropic", "body": ANTHROPIC, "usage": {"input_tokens": 8}, "kvtestbed": {"model": "m"}},
+    )
+    served, second = load_trace(path)
+    assert served.recorded.provider == "kvtestbed" and served.recorded.cache_write_tokens == 16
+    assert served.reply_cut and served.cache_salt == "smollm2-b" and served.timestamp == 1796029200.0
+    assert second.recorded.provider == "kvtestbed" and not second.reply_cut and second.cache_salt == "m"
