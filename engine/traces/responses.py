@@ -5,7 +5,10 @@
 `custom_tool_call` and `local_shell_call` items Codex records; attached to the assistant message just
 before it, as Chat Completions would carry it, else a message of its own) and their outputs (tool
 messages). `reasoning` items are dropped (a chat template renders no earlier reasoning), and so are
-`web_search_call` items (a server-side search: no text of the conversation). `prompt_cache_key` and `prompt_cache_retention` are kept as Chat Completions keeps them.
+`web_search_call` items (a server-side search: no text of the conversation). `prompt_cache_key` and
+`prompt_cache_retention` are kept as Chat Completions keeps them. Function tools are the tools; tools the
+provider runs or groups itself (`web_search`, `file_search`, `namespace`, `mcp`, ..., as Codex sends them)
+are not offered to a local model: they are left out of the prompt (`hosted_tools` lists them).
 `previous_response_id` is refused: the server-side state it names is not in the trace.
 """
 
@@ -69,6 +72,18 @@ def _items(body: dict[str, Any]) -> list[Message]:
     return out
 
 
+def hosted_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tools of a body that are not function tools, which no local model is offered:
+    `{"index", "type"}` and the `name` where one is given."""
+    out = []
+    for j, t in enumerate(expect(body.get("tools") or [], list, "tools")):
+        kind = expect(t, dict, f"tools[{j}]").get("type")
+        if kind != "function":
+            name = {"name": t["name"]} if isinstance(t.get("name"), str) else {}
+            out.append({"index": j, "type": kind} | name)
+    return out
+
+
 def parse_responses(body: Any) -> TraceRequest:
     expect(body, dict, "request")
     if body.get("previous_response_id"):
@@ -82,9 +97,10 @@ def parse_responses(body: Any) -> TraceRequest:
     if not messages:
         raise FieldError("input", "empty: a request needs at least one item")
     tools = []
-    for j, t in enumerate(expect(body.get("tools") or [], list, "tools")):
-        if expect(t, dict, f"tools[{j}]").get("type") != "function":
-            raise FieldError(f"tools[{j}].type", f"only function tools are supported, got {t.get('type')!r}")
+    hosted = {t["index"] for t in hosted_tools(body)}
+    for j, t in enumerate(body.get("tools") or []):
+        if j in hosted:
+            continue
         extra = {k: v for k, v in t.items() if k not in ("type", "name", "description", "parameters")}
         tools.append(
             function_tool(t.get("name"), t.get("description"), t.get("parameters"), extra, f"tools[{j}]")

@@ -10,6 +10,7 @@ import pytest
 from engine.errors import TraceError
 from engine.traces.formats import detect, detect_file
 from engine.traces.load import load_trace
+from engine.traces.responses import hosted_tools
 from engine.traces.shipped import EXAMPLES
 from tests.traces.conversation import anthropic, chat, responses
 from tests.traces.write_captures import claude_trace_log, har_file
@@ -151,3 +152,28 @@ def test_load_trace_reads_file_formats_and_refuses_hash_ids(tmp_path: Path) -> N
     assert len(load_trace(codex_rollout(tmp_path / "r.jsonl"))) == 4
     with pytest.raises(TraceError, match="is a hash-id trace"):
         load_trace(EXAMPLES["mooncake"])
+
+
+def test_codex_bodies_with_hosted_tools_are_read(tmp_path: Path) -> None:
+    """Codex 0.171's own requests (tests/fixtures/agents): its `namespace` and `web_search` tools are not
+    offered to a local model, so they are left out of the prompt, not refused."""
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
+    bodies = [
+        json.loads((fixtures / f"codex-{n}.json").read_text())["body"] for n in ("request", "tool-result")
+    ]
+    path = tmp_path / "codex.jsonl"
+    path.write_text("".join(json.dumps({"format": "openai-responses", "body": b}) + "\n" for b in bodies))
+    first, second = load_trace(path)
+    assert [t["function"]["name"] for t in first.tools][:4] == [
+        "exec_command",
+        "write_stdin",
+        "request_user_input",
+        "view_image",
+    ]
+    assert len(first.tools) == 7 and first.tools == second.tools  # 9 sent: namespace and web_search left out
+    assert [m["role"] for m in second.messages] == ["system", "system", "user", "user", "assistant", "tool"]
+    assert second.messages[4]["tool_calls"][0]["function"]["name"] == "exec_command"
+    assert hosted_tools(bodies[0]) == [
+        {"index": 4, "type": "namespace", "name": "multi_agent_v1"},
+        {"index": 8, "type": "web_search"},
+    ]
