@@ -196,6 +196,11 @@ class EngineCore(LoadedModel):
             self.scheduler.finish(req)
         return req is not None
 
+    def in_flight(self, request_id: str) -> bool:
+        """Whether a request is queued or running, or finished with its output not yet stepped out (a
+        prefilled request whose first token ended it)."""
+        return request_id in self.requests or any(out.request_id == request_id for out in self._ready)
+
     def has_unfinished(self) -> bool:
         return self.scheduler.has_unfinished()
 

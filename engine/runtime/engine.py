@@ -47,7 +47,7 @@ class Engine(EngineCore):
         """Step until the request finishes (others in flight advance too; their outputs are dropped, so use
         it alone); aborted if an exception (or Ctrl-C) stops it first. A request that fails raises its
         error; an id that is not in flight is an InvalidArgumentError."""
-        if request_id not in self.requests:
+        if not self.in_flight(request_id):
             raise InvalidArgumentError(f"no request {request_id!r:.80} is in flight")
         try:
             while True:

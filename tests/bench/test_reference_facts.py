@@ -24,12 +24,12 @@ from tests.conftest import build_hf_model
 
 # layout -> (prompt, cached, computed) tokens per turn; small scale, 3 turns, seed 0, scripted replies
 LAYOUT_TOKENS = {
-    "stable-first": [(606, 0, 606), (794, 624, 170), (993, 800, 193)],
-    "timestamp-first": [(605, 0, 605), (767, 16, 751), (940, 16, 924)],
-    "dynamic-profile": [(605, 0, 605), (783, 176, 607), (972, 176, 796)],
-    "shuffled-tools": [(606, 0, 606), (794, 192, 602), (993, 272, 721)],
-    "sliding-window": [(606, 0, 606), (794, 624, 170), (832, 432, 400)],
-    "text-format": [(588, 0, 588), (753, 576, 177), (929, 736, 193)],
+    "stable-first": [(665, 0, 665), (853, 672, 181), (1052, 864, 188)],
+    "timestamp-first": [(664, 0, 664), (826, 16, 810), (999, 16, 983)],
+    "dynamic-profile": [(664, 0, 664), (842, 176, 666), (1031, 176, 855)],
+    "shuffled-tools": [(665, 0, 665), (853, 192, 661), (1052, 272, 780)],
+    "sliding-window": [(665, 0, 665), (853, 672, 181), (891, 496, 395)],
+    "text-format": [(647, 0, 647), (812, 640, 172), (988, 800, 188)],
 }
 # policy/prefix -> (compaction events, cache breaks, computed tokens, refused at turn); 5 turns, budget 512
 COMPACTION = {

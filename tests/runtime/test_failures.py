@@ -135,3 +135,12 @@ def test_sample_rows_reports_a_non_finite_row_alone() -> None:
 
     logits = torch.tensor([[0.0, 1.0, 0.5], [float("nan"), 0.0, 0.0], [2.0, 0.0, float("inf")]])
     assert sample_rows(logits, [(0.0, 1.0, None)] * 3) == [1, None, None]
+
+
+def test_a_prefilled_request_ended_by_its_first_token_runs_to_its_end(eng) -> None:
+    from engine.approx.assembly import Compute, generate
+
+    ids = tokens(12, 8)
+    gen = generate(eng, ids, [Compute(len(ids))], max_new_tokens=1)
+    assert len(gen.token_ids) == 1 and gen.finish_reason == "length"
+    assert gen.token_ids == eng.generate(ids, max_new_tokens=1).token_ids and not eng.has_unfinished()
