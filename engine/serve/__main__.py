@@ -103,10 +103,21 @@ def check_port(host: str, port: int) -> None:
             raise InvalidArgumentError(f"--host {host} --port {port}: the address {why}") from None
 
 
+def api_key_given(flag: str | None) -> str | None:
+    """The key from --api-key, else from $KVTESTBED_API_KEY, else None (no key). An empty or blank key is
+    refused: it would leave the server open while its operator believes it keyed."""
+    source, key = (
+        ("--api-key", flag) if flag is not None else (f"${KEY_VARIABLE}", os.environ.get(KEY_VARIABLE))
+    )
+    if key is not None and not key.strip():
+        raise InvalidArgumentError(f"{source} is empty: give a key, or set neither to serve without one")
+    return key
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    api_key = api_key_given(args.api_key)
     check_port(args.host, args.port)
-    api_key = args.api_key if args.api_key is not None else os.environ.get(KEY_VARIABLE) or None
     recorder = Recorder(args.record) if args.record is not None else None
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     engine = load(

@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 from starlette.responses import FileResponse, JSONResponse, Response
 
+from engine.errors import InvalidArgumentError
 from engine.prompts.chat import tool_format
 from engine.runtime.engine import Engine
 from engine.serve import anthropic_response, openai_response
@@ -83,6 +84,8 @@ def build_state(
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
+    if api_key is not None and not api_key.strip():
+        raise InvalidArgumentError("the API key is empty: give a key, or None to serve without one")
     metrics, page = Metrics(), RequestLog()
     preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap)
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting.set))

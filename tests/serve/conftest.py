@@ -80,7 +80,7 @@ class Server:
 def start(args: list[str], log: Path, record: Path | None = None) -> Server:
     port = free_port()
     cmd = [sys.executable, "-m", "engine.serve", "--port", str(port), "--log-level", "warning", *args]
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "KVTESTBED_API_KEY": ""}
+    env = {k: v for k, v in os.environ.items() if k != "KVTESTBED_API_KEY"} | {"HF_HUB_OFFLINE": "1"}
     with log.open("w") as out:
         process = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)
     return Server(f"http://127.0.0.1:{port}", process, log, record)

@@ -1,0 +1,52 @@
+"""The `python -m engine.serve` command line: what it refuses before it loads a model, each with one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from engine.errors import InvalidArgumentError
+from engine.serve.__main__ import KEY_VARIABLE, api_key_given
+from tests.serve.conftest import ROOT
+
+
+def serve(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != KEY_VARIABLE} | {"HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "engine.serve", "--model", "smollm2-135m", "--port", "1", *args]
+    return subprocess.run(cmd, cwd=ROOT, env=base | env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [(["--api-key", ""], {}, "--api-key"), ([], {KEY_VARIABLE: ""}, f"${KEY_VARIABLE}")],
+)
+def test_an_empty_api_key_is_refused_with_one_line(args: list[str], env: dict[str, str], named: str) -> None:
+    """Before the port is checked (port 1 would be refused too) and before any model loads."""
+    done = serve(args, env)
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"error: {named} is empty")
+    assert "Traceback" not in done.stderr
+
+
+def test_the_key_comes_from_the_flag_then_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(KEY_VARIABLE, raising=False)
+    assert api_key_given(None) is None
+    monkeypatch.setenv(KEY_VARIABLE, "from-env")
+    assert api_key_given(None) == "from-env" and api_key_given("from-flag") == "from-flag"
+    for blank in ("", " ", "\t\n"):
+        with pytest.raises(InvalidArgumentError, match="--api-key is empty"):
+            api_key_given(blank)
+        monkeypatch.setenv(KEY_VARIABLE, blank)
+        with pytest.raises(InvalidArgumentError, match=r"\$KVTESTBED_API_KEY is empty"):
+            api_key_given(None)
+        assert api_key_given("a-key") == "a-key"  # the flag wins over a blank variable
+
+
+def test_the_app_refuses_an_empty_key_too() -> None:
+    from engine.serve.app import build_state
+
+    with pytest.raises(InvalidArgumentError, match="API key is empty"):
+        build_state(None, ["m"], api_key="")  # type: ignore[arg-type]  # refused before the engine is read
