@@ -10,6 +10,11 @@ Invariants (checked by the property test in tests/kv/test_block_manager.py):
 - only full blocks are hashed; hashes chain: h_i = H(h_{i-1}, tokens of block i), with
   h_{-1} = H(namespace, salt) where the namespace carries the weights digest and dtype.
 
+Listeners (`listeners`, empty unless a server publishes KV events: engine/serve/kv_events.py) are called on
+the thread that changes the cache, after the change: `("stored", [(hash, parent, token_ids), ...])` for the
+blocks one `publish` entered in the table, in chain order (parent None for a chain's first block); `("removed", [hash])` for an evicted block;
+`("cleared", [])` on `reset`.
+
 The pool is lazy: a block that was never used has no object, so a what-if cache of any size costs only what
 its requests touch. Growing a sequence takes free blocks and never fails halfway: it either covers the asked
 positions or raises before changing anything (whoever runs several sequences decides what to preempt).
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
 from engine.errors import CacheCapacityError
@@ -70,6 +75,7 @@ class BlockManager:
         self.next_fresh = 0
         self.cached: OrderedDict[int, None] = OrderedDict()
         self.stats = CacheStats()
+        self.listeners: list[Callable[[str, list], None]] = []
 
     @property
     def num_free(self) -> int:
@@ -147,7 +153,7 @@ class BlockManager:
 
     def publish(self, seq: SequenceState) -> None:
         """Hash every full block of `seq` whose K/V are written and enter it in the table."""
-        bs = self.block_size
+        bs, stored = self.block_size, []
         for i in range(len(seq.block_hashes), seq.num_kv // bs):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
             parent = seq.block_hashes[-1] if seq.block_hashes else self.root(seq.salt)
@@ -157,6 +163,9 @@ class BlockManager:
             if h not in self.table:  # if an equal block is cached already, that one stays the cached copy
                 self.table[h] = block.id
                 block.hash, block.parent, block.token_ids = h, parent, tokens
+                stored.append((h, parent if i else None, tokens))
+        if stored:
+            self._emit("stored", stored)
 
     def release(self, seq: SequenceState) -> None:
         """Drop the sequence's references. Hashed blocks stay cached (the sequence's last block nearest
@@ -174,6 +183,11 @@ class BlockManager:
         self.blocks.clear()
         self.table.clear()
         self.empty, self.next_fresh, self.cached = [], 0, OrderedDict()
+        self._emit("cleared", [])
+
+    def index(self) -> list[tuple[bytes, bytes, tuple[int, ...]]]:
+        """Every block the table can serve: (hash, parent hash, token ids)."""
+        return [(h, self.blocks[b].parent, self.blocks[b].token_ids) for h, b in self.table.items()]
 
     def usage(self) -> dict[str, int]:
         """Stats plus the current split of blocks: in use, cached (free but reusable), empty."""
@@ -222,4 +236,9 @@ class BlockManager:
         if block.hash is not None:
             del self.table[block.hash]
             self.stats.evictions += 1
+            self._emit("removed", [block.hash])
             block.hash, block.parent, block.token_ids = None, b"", ()
+
+    def _emit(self, kind: str, items: list) -> None:
+        for listener in self.listeners:
+            listener(kind, items)

@@ -248,6 +248,11 @@ class EngineCore(LoadedModel):
         return super().cache_stats() | {"preemptions": self.scheduler.preemptions}
 
     @serialized
+    def cache_index(self) -> list[tuple[bytes, bytes, tuple[int, ...]]]:
+        """Every block the prefix cache can serve now: (hash, parent hash, token ids)."""
+        return self.blocks.index()
+
+    @serialized
     def reset_cache(self) -> None:
         """Forget every cached block (stats are kept). Only on an idle engine."""
         if self.has_unfinished():

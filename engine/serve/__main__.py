@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
@@ -87,8 +88,39 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="on SIGTERM, seconds the requests in flight get to finish before they end with a 503 (default 30)",
     )
+    p.add_argument(
+        "--kv-events",
+        metavar="URL",
+        default=None,
+        help="publish KV cache events in vLLM's format on a ZMQ PUB socket bound here (tcp://127.0.0.1:5557)",
+    )
+    p.add_argument(
+        "--kv-events-replay",
+        metavar="URL",
+        default=None,
+        help="with --kv-events: the replay socket's address",
+    )
+    p.add_argument("--kv-events-topic", default="", help="with --kv-events: the topic (default empty)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
+
+
+def kv_publisher(args: argparse.Namespace, block_size: int) -> Any:
+    """The --kv-events publisher, its sockets bound (or one line saying why not); None without the flag."""
+    if args.kv_events is None:
+        if args.kv_events_replay is not None:
+            raise InvalidArgumentError("--kv-events-replay needs --kv-events URL")
+        return None
+    for flag, url in (("--kv-events", args.kv_events), ("--kv-events-replay", args.kv_events_replay)):
+        if url is not None and not url.startswith(("tcp://", "ipc://")):
+            raise InvalidArgumentError(f"{flag} {url}: expected tcp://HOST:PORT (or ipc://PATH)")
+    try:
+        from engine.serve.kv_publisher import KvEventPublisher
+    except ImportError as e:
+        raise InvalidArgumentError(
+            f"--kv-events needs pyzmq and msgpack ({e.name} is missing): pip install 'kvtestbed[kv-events]'"
+        ) from None
+    return KvEventPublisher(args.kv_events, args.kv_events_replay, block_size, args.kv_events_topic)
 
 
 def check_port(host: str, port: int) -> None:
@@ -118,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     api_key = api_key_given(args.api_key)
     check_port(args.host, args.port)
+    publisher = kv_publisher(args, args.block_size)  # its sockets bound before the model loads
     recorder = Recorder(args.record) if args.record is not None else None
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     engine = load(
@@ -128,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         max_num_seqs=args.max_num_seqs,
         **engine_options(args),
     )
+    if publisher is not None:
+        engine.blocks.listeners.append(publisher.listen)
+        publisher.start()
     if engine.source.synthetic:
         print(f"[{args.model}: synthetic random weights: the text is meaningless, the cache facts are real]")
     names = args.served_model_name or [args.model]
@@ -149,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  OpenAI:    base_url={url}/v1      (export OPENAI_BASE_URL={url}/v1)\n"
         f"  Anthropic: base_url={url}         (export ANTHROPIC_BASE_URL={url})\n"
         f"  page: {url}/{'#key=<your key>' if api_key else ''}   metrics: {url}/metrics"
-        + (f"   recording to {args.record}" if recorder else ""),
+        + (f"   recording to {args.record}" if recorder else "")
+        + (f"\n  KV events: {args.kv_events}" if publisher else ""),
         flush=True,
     )
     if args.host not in LOOPBACK and api_key is None:
@@ -164,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         log_level=args.log_level,
         timeout_graceful_shutdown=5,
     )
-    DrainingServer(config, state.drain, args.drain_s).run()
+    try:
+        DrainingServer(config, state.drain, args.drain_s).run()
+    finally:
+        if publisher is not None:
+            publisher.close()
     return 0
 
 

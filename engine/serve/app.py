@@ -2,7 +2,8 @@
 engine thread's start and stop with the app's lifespan.
 
 Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
-`GET /v1/kvtestbed/requests` (the live page's feed), `POST /v1/kvtestbed/reset_prefix_cache` and
+`GET /v1/kvtestbed/requests` (the live page's feed), `GET /v1/kvtestbed/kv_blocks` (every block the prefix
+cache can serve, as `--kv-events` subscribers index them), `POST /v1/kvtestbed/reset_prefix_cache` and
 `POST /reset_prefix_cache` (vLLM's name: empty the prefix cache while idle, else 409),
 `GET /` and `/static/*` (the page), `GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
@@ -35,6 +36,7 @@ from engine.serve.anthropic_request import parse_messages
 from engine.serve.chat_request import ANTHROPIC, OPENAI, ChatRequest
 from engine.serve.errors import APIError, from_engine
 from engine.serve.handling import ChatHandler, answer, read_json
+from engine.serve.kv_events import served_index
 from engine.serve.metrics import Metrics
 from engine.serve.openai_request import parse_openai
 from engine.serve.page import STATIC, RequestLog
@@ -192,6 +194,16 @@ def create_app(state: ServerState) -> FastAPI:
         if not after.isdigit():
             raise APIError(400, f"after must be a request number (0 or more), got {after!r:.40}", "after")
         return {"requests": state.page.since(int(after))}
+
+    @app.get("/v1/kvtestbed/kv_blocks", dependencies=keyed)
+    async def kv_blocks() -> dict[str, Any]:
+        engine = state.preparer.engine
+        entries = await asyncio.to_thread(engine.cache_index)
+        index = served_index(entries, {engine.blocks.root(name) for name in state.names})
+        blocks = [
+            {"block_hash": h, "parent_block_hash": p, "token_ids": list(t)} for h, (p, t) in index.items()
+        ]
+        return {"block_size": state.block_size, "blocks": blocks}
 
     async def reset_prefix_cache() -> dict[str, Any]:
         if not await asyncio.wrap_future(state.worker.reset_cache()):

@@ -1,7 +1,8 @@
 """Real server processes for the serve tests: `python -m engine.serve` on free loopback ports, started
-together once per session (SmolLM2, recording a trace; a tiny random Qwen2 with the offline Qwen tokenizer,
-whose chat template has a tool section, behind an API key, running one request at a time with a
-one-request queue and a 1 MiB body limit), each waited for with a bounded loop and always terminated."""
+together once per session (SmolLM2, recording a trace and publishing KV events; a tiny random Qwen2 with
+the offline Qwen tokenizer, whose chat template has a tool section, behind an API key, running one request
+at a time with a one-request queue and a 1 MiB body limit), each waited for with a bounded loop and always
+terminated."""
 
 from __future__ import annotations
 
@@ -64,6 +65,7 @@ class Server:
     log: Path
     record: Path | None = None
     key: str = "unused"
+    kv_events: tuple[str, str] | None = None  # --kv-events and --kv-events-replay URLs
 
     def metrics(self) -> str:
         return http("GET", f"{self.url}/metrics").text
@@ -119,6 +121,8 @@ def servers(
     record = folder / "smollm2.jsonl"
     smollm2_args = ["--model", "smollm2-135m", "--device", "cpu", "--dtype", "float32"]
     smollm2_args += ["--cache-tokens", str(SMOLLM2_CACHE_TOKENS), "--record", str(record)]
+    kv_events = (f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}")
+    smollm2_args += ["--kv-events", kv_events[0], "--kv-events-replay", kv_events[1]]
     started = {
         "smollm2": start(smollm2_args, folder / "smollm2.log", record),
         "qwen": start(
@@ -129,6 +133,7 @@ def servers(
         ),
     }
     started["qwen"].key = KEY
+    started["smollm2"].kv_events = kv_events
     try:
         for server in started.values():
             wait_ready(server)
