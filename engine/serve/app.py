@@ -88,9 +88,9 @@ def build_state(
     threads, metrics, the page log."""
     if api_key is not None and not api_key.strip():
         raise InvalidArgumentError("the API key is empty: give a key, or None to serve without one")
-    metrics, page = Metrics(), RequestLog()
+    metrics, page = Metrics(names[0]), RequestLog()
     preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap)
-    backend = Processor(engine, preparer, metrics, Load(metrics.waiting.set))
+    backend = Processor(engine, preparer, metrics, Load(metrics.waiting_now))
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size
     worker = EngineWorker(backend, max_queue)

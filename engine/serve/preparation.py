@@ -157,7 +157,9 @@ class Preparer:
             req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing
         )
         self.page.add(page_entry(req, report, rendered))
-        self.metrics.first_token(timing["server_ttft_s"])
+        self.metrics.first_token(
+            timing["server_ttft_s"], gen.usage.prompt_tokens, gen.usage.completion_tokens
+        )
         full_text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         return Finished(gen, report, full_text)
 
