@@ -191,7 +191,7 @@ def create_app(state: ServerState) -> FastAPI:
     @app.get("/v1/kvtestbed/requests", dependencies=keyed)
     async def recent(request: Request) -> dict[str, Any]:
         after = request.query_params.get("after", "0")
-        if not after.isdigit():
+        if not (after.isascii() and after.isdigit() and len(after) <= 18):  # int() takes '²', not 10**5000
             raise APIError(400, f"after must be a request number (0 or more), got {after!r:.40}", "after")
         return {"requests": state.page.since(int(after))}
 

@@ -7,7 +7,6 @@ blocks."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from engine.serve import json_body
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError, from_engine
 from engine.serve.recorder import Record
@@ -45,7 +45,8 @@ async def drain(parts: AsyncIterator[bytes], most: int) -> None:
 
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object; 413 over `limit` bytes, 400 when it is not a JSON object."""
+    """The request body as a JSON object; 413 over `limit` bytes, 400 when it is not a JSON object or
+    holds what engine/serve/json_body.py refuses."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         await drain(request.stream(), DRAIN_FACTOR * limit)
@@ -62,15 +63,7 @@ async def read_json(request: Request, limit: int) -> dict[str, Any]:
             raise APIError(
                 413, f"request body is over this server's limit of {limit} bytes", code="request_too_large"
             )
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise APIError(400, f"request body is not valid JSON: {e}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise APIError(
-            400, f"request body must be a JSON object, got {type(data).__name__}", code="invalid_json"
-        )
-    return data
+    return await asyncio.to_thread(json_body.parse, bytes(body))  # a large body parses off the event loop
 
 
 class DisconnectWatch:

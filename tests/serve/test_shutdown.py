@@ -9,6 +9,7 @@ import asyncio
 import json
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -89,20 +90,42 @@ def test_what_is_still_running_after_the_grace_period_ends_with_a_503(gated: tup
 def test_sigterm_drains_the_server_process_and_it_exits_cleanly(
     tmp_path: Path, tiny_dir: Callable[..., Path]
 ) -> None:
+    """A whole answer and a stream on each API in flight at the SIGTERM: the whole answer gets its API's JSON
+    error body (not text), each stream its API's error event, and the process exits with 0."""
     model = str(tiny_dir("qwen2", tokenizer=True))
     server = start(["--model", model, "--device", "cpu", "--drain-s", "0"], tmp_path / "serve.log")
+    body = BODY | {"model": model, "max_tokens": 8000}
     try:
         wait_ready(server)
-        body = BODY | {"model": model, "max_tokens": 8000, "stream": True}
-        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=120) as streamed:
-            blocks = Blocks(streamed)
-            blocks.until(lambda b: '"content": "' in b[0] and '"role"' not in b[0])  # generating
+        whole: dict[str, httpx.Response] = {}
+        waiting = post_in_thread(server.url + "/v1/messages", body, whole)
+        with (
+            httpx.stream(
+                "POST", server.url + "/v1/chat/completions", json=body | {"stream": True}, timeout=120
+            ) as openai,
+            httpx.stream(
+                "POST", server.url + "/v1/messages", json=body | {"stream": True}, timeout=120
+            ) as anthropic,
+        ):
+            streams = Blocks(openai), Blocks(anthropic)
+            streams[0].until(lambda b: '"content": "' in b[0] and '"role"' not in b[0])  # generating
+            streams[1].until(lambda b: b[0] == "event: content_block_delta")
+            deadline = time.monotonic() + 60
+            while server.metric("kvtestbed_requests_running") < 3:  # the whole answer too
+                assert waiting.is_alive() and time.monotonic() < deadline, whole
+                time.sleep(0.05)
             server.process.send_signal(signal.SIGTERM)
-            last = blocks.rest()[-1]
+            last = [s.rest()[-1] for s in streams]
+        waiting.join(timeout=60)
         assert server.process.wait(timeout=60) == 0
     finally:
         if server.process.poll() is None:
             server.process.kill()
             server.process.wait(timeout=10)
-    assert json.loads(last[0].removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert json.loads(last[0][0].removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert last[1][0] == "event: error"
+    assert json.loads(last[1][1].removeprefix("data: "))["error"]["type"] == "api_error"
+    reply = whole["reply"]
+    assert reply.status_code == 503 and reply.headers["content-type"] == "application/json"
+    assert reply.json()["type"] == "error" and "shutting down" in reply.json()["error"]["message"]
     assert "Traceback" not in server.log.read_text()
