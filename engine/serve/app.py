@@ -1,9 +1,10 @@
 """The ASGI app (FastAPI on Starlette): routes, the API key check, error bodies in each API's shape, and the
 engine thread's start and stop with the app's lifespan.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `GET /v1/models`,
-`GET /v1/kvtestbed/requests` (the live page's feed), `GET /v1/kvtestbed/kv_blocks` (every block the prefix
-cache can serve, as `--kv-events` subscribers index them), `POST /v1/kvtestbed/reset_prefix_cache` and
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `POST /v1/responses` (OpenAI
+Responses), `GET /v1/models`, `GET /v1/kvtestbed/requests` (the live page's feed), `GET /v1/kvtestbed/kv_blocks`
+(every block the prefix cache can serve, as `--kv-events` subscribers index them),
+`POST /v1/kvtestbed/reset_prefix_cache` and
 `POST /reset_prefix_cache` (vLLM's name: empty the prefix cache while idle, else 409),
 `GET /` and `/static/*` (the page), `GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
@@ -31,9 +32,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from engine.errors import InvalidArgumentError
 from engine.prompts.chat import tool_format
 from engine.runtime.engine import Engine
-from engine.serve import anthropic_response, openai_response
+from engine.serve import anthropic_response, openai_response, responses_response
 from engine.serve.anthropic_request import parse_messages
-from engine.serve.chat_request import ANTHROPIC, OPENAI, ChatRequest
+from engine.serve.chat_request import ANTHROPIC, OPENAI, RESPONSES, ChatRequest
 from engine.serve.errors import APIError, from_engine
 from engine.serve.handling import ChatHandler, answer, read_json
 from engine.serve.kv_events import served_index
@@ -43,6 +44,8 @@ from engine.serve.page import STATIC, RequestLog
 from engine.serve.preparation import Preparer
 from engine.serve.processing import Processor
 from engine.serve.recorder import Recorder
+from engine.serve.response_store import ResponseStore
+from engine.serve.responses_request import parse_responses_request
 from engine.serve.shutdown import Drain
 from engine.serve.streaming import sse
 from engine.serve.worker import EngineWorker, Load
@@ -66,6 +69,7 @@ class ServerState:
     keepalive_s: float  # a stream sends a keep-alive after this long without sending anything
     created: int
     tool_format: str  # the tool-call format the model's template teaches (engine/prompts/chat.py)
+    responses: ResponseStore  # kept for the Responses API's previous_response_id
 
     def record(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
         if self.recorder is not None:
@@ -109,6 +113,7 @@ def build_state(
         keepalive_s,
         created,
         calls,
+        ResponseStore(),
     )
 
 
@@ -156,11 +161,22 @@ def create_app(state: ServerState) -> FastAPI:
         anthropic_response.usage,
         lambda e: sse(e.anthropic_body(), "error"),
     )
+    responses = ChatHandler(
+        functools.partial(responses_response.response, kept=state.responses),
+        functools.partial(responses_response.stream, kept=state.responses),
+        responses_response.usage,
+        responses_response.error_event,
+    )
+    apis = {
+        OPENAI: (parse_openai, openai),
+        ANTHROPIC: (parse_messages, anthropic),
+        RESPONSES: (functools.partial(parse_responses_request, kept=state.responses), responses),
+    }
 
     async def chat(request: Request, api: str) -> Response:
         state.drain.refuse_if_draining()
         body = await read_json(request, state.max_body_bytes)
-        parse, handler = (parse_openai, openai) if api == OPENAI else (parse_messages, anthropic)
+        parse, handler = apis[api]
         req = parse(body, request.headers, state.names)
         req.tool_format = state.tool_format
         try:
@@ -179,6 +195,10 @@ def create_app(state: ServerState) -> FastAPI:
     @app.post("/v1/messages", dependencies=keyed)
     async def messages(request: Request) -> Response:
         return await chat(request, ANTHROPIC)
+
+    @app.post("/v1/responses", dependencies=keyed)
+    async def create_response(request: Request) -> Response:
+        return await chat(request, RESPONSES)
 
     @app.get("/v1/models", dependencies=keyed)
     async def models() -> dict[str, Any]:

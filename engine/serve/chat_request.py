@@ -13,7 +13,8 @@ from typing import Any
 from engine.prompts.chat import HERMES
 from engine.prompts.messages import Message
 
-OPENAI, ANTHROPIC = "openai-chat", "anthropic"  # the trace format each API's bodies are recorded in
+# the trace format each API's bodies are recorded in
+OPENAI, ANTHROPIC, RESPONSES = "openai-chat", "anthropic", "openai-responses"
 SESSION_HEADER = "x-session-id"
 _numbers = itertools.count(1)
 
@@ -24,7 +25,7 @@ def new_id(prefix: str) -> str:
 
 @dataclass
 class ChatRequest:
-    api: str  # OPENAI | ANTHROPIC
+    api: str  # OPENAI | ANTHROPIC | RESPONSES
     model: str  # the served name the client asked for
     messages: list[Message]
     tools: list[dict[str, Any]] | None

@@ -1,4 +1,4 @@
-"""Multi-turn chat with tools through both APIs, streamed and not (the official SDKs against the SmolLM2
+"""Multi-turn chat with tools through the three APIs, streamed and not (the official SDKs against the SmolLM2
 server, greedy), and the recorded trace: `bench replay --analyze` of it gives the cached tokens the server
 reported, request by request."""
 
@@ -14,7 +14,7 @@ from typing import Any
 from tests.serve.clients import BLOCK, GREEDY, MODEL, WEATHER, anthropic_client, openai_client
 from tests.serve.conftest import ROOT, SMOLLM2_CACHE_TOKENS, Server
 
-SESSIONS = ("alpha", "zulu")
+SESSIONS = ("alpha", "zulu", "romeo")
 
 
 def check_openai_usage(usage: Any, ext: dict[str, Any]) -> None:
@@ -127,6 +127,45 @@ def anthropic_conversation(server: Server) -> list[int]:
     return [0, ext["cached_tokens"]]
 
 
+def responses_conversation(server: Server) -> list[int]:
+    """Turn 1 with tools, whole; turn 2 streamed, continuing it by previous_response_id with a tool call and
+    its result (the recording holds the whole conversation)."""
+    client = openai_client(server)
+    options = {
+        "model": MODEL,
+        "tools": [WEATHER | {"type": "function"}],
+        "user": "romeo",
+        "max_output_tokens": 48,
+        **GREEDY,
+    }
+    first = client.responses.create(
+        instructions="Romeo desk. Answer in one short sentence.", input="Name a fruit.", **options
+    )
+    ext = first.model_extra["kvtestbed"]
+    assert first.status == "completed" and ext["session_id"] == "romeo"  # EOS: cached as decoded
+    assert first.usage.input_tokens_details.cached_tokens == 0 == ext["cached_tokens"]
+    call = {
+        "type": "function_call",
+        "call_id": "call_9",
+        "name": "get_weather",
+        "arguments": '{"city": "Rome"}',
+    }
+    result = {"type": "function_call_output", "call_id": "call_9", "output": "25 C, clear"}
+    with client.responses.stream(
+        instructions="Romeo desk. Answer in one short sentence.",
+        input=[{"role": "user", "content": "And in Rome?"}, call, result],
+        previous_response_id=first.id,
+        **options | {"max_output_tokens": 24},
+    ) as stream:
+        last = list(stream)[-1]  # response.completed, or response.incomplete if cut at 24 tokens
+    final = last.response
+    ext = final.model_extra["kvtestbed"]
+    assert ext["previous_request_id"] == first.id and ext["miss_reason"] is None
+    assert final.usage.input_tokens_details.cached_tokens == ext["cached_tokens"] > 0
+    assert ext["cached_tokens"] == ext["expected_cached_tokens"]
+    return [0, ext["cached_tokens"]]
+
+
 def analyzed(record: Path, fmt: str, out: Path) -> subprocess.Popen:
     part = out.with_suffix(".jsonl")
     lines = [line for line in record.read_text().splitlines() if json.loads(line)["format"] == fmt]
@@ -148,6 +187,7 @@ def test_multi_turn_with_tools_and_the_replay_of_its_recording(
     served = {
         "openai-chat": openai_conversation(smollm2_server),
         "anthropic": anthropic_conversation(smollm2_server),
+        "openai-responses": responses_conversation(smollm2_server),
     }
     runs = {fmt: analyzed(smollm2_server.record, fmt, tmp_path / fmt) for fmt in served}
     for fmt, run in runs.items():
