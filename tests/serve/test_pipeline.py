@@ -69,23 +69,31 @@ class Blocks:
 
 def stream(server: InProcess, path: str, **extra: Any) -> Any:
     body = BODY | {"stream": True, "max_tokens": 4} | extra
+    if path == "/v1/responses":
+        body = {"model": MODEL, "input": BODY["messages"], "stream": True, "max_output_tokens": 4} | extra
     return httpx.stream("POST", server.url + path, json=body, timeout=120)
 
 
 @pytest.mark.parametrize(
     ("path", "opening", "keep_alive", "last"),
     [
-        ("/v1/chat/completions", '"role": "assistant"', KEEP_ALIVE, ["data: [DONE]"]),
+        ("/v1/chat/completions", ['"role": "assistant"'], KEEP_ALIVE, ["data: [DONE]"]),
         (
             "/v1/messages",
-            "event: message_start",
+            ["event: message_start"],
             PING,
             ["event: message_stop", 'data: {"type": "message_stop"}'],
+        ),
+        (
+            "/v1/responses",
+            ["event: response.created", "event: response.in_progress"],
+            KEEP_ALIVE,
+            ["event: response.incomplete"],
         ),
     ],
 )
 def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
-    gated: tuple[InProcess, Gate], path: str, opening: str, keep_alive: list[str], last: list[str]
+    gated: tuple[InProcess, Gate], path: str, opening: list[str], keep_alive: list[str], last: list[str]
 ) -> None:
     server, gate = gated
     gate.close()
@@ -94,14 +102,15 @@ def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
             assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-")
             blocks = Blocks(response)
             before, first = blocks.until(lambda b: b != KEEP_ALIVE)
-            assert opening in "\n".join(first) and all(b == KEEP_ALIVE for b in before)
+            assert opening[0] in "\n".join(first) and all(b == KEEP_ALIVE for b in before)
+            assert all(event in "\n".join(blocks.next()) for event in opening[1:])
             assert gate.held.wait(60) and not gate.opened.is_set()  # admitted; its prefill has not run
             assert [blocks.next() for _ in range(3)] == [keep_alive] * 3  # while the prefill is held
             gate.open()
             rest = [b for b in blocks.rest() if b != keep_alive]
     finally:
         gate.open()
-    assert rest[-1] == last and len(rest) >= 4  # the tokens came after
+    assert rest[-1][: len(last)] == last and len(rest) >= 4  # the tokens came after
 
 
 def test_a_queued_stream_opens_and_keeps_alive_before_its_turn(gated: tuple[InProcess, Gate]) -> None:
