@@ -1,12 +1,12 @@
 """The ASGI app (FastAPI on Starlette): routes, the API key check, error bodies in each API's shape, and the
 engine thread's start and stop with the app's lifespan.
 
-Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` (Anthropic), `POST /v1/responses` (OpenAI
-Responses), `GET /v1/models`, `GET /v1/kvtestbed/requests` (the live page's feed), `GET /v1/kvtestbed/kv_blocks`
-(every block the prefix cache can serve, as `--kv-events` subscribers index them),
-`POST /v1/kvtestbed/reset_prefix_cache` and
-`POST /reset_prefix_cache` (vLLM's name: empty the prefix cache while idle, else 409),
-`GET /` and `/static/*` (the page), `GET /metrics`.
+Routes: `POST /v1/chat/completions` (OpenAI), `POST /v1/messages` and `POST /v1/messages/count_tokens`
+(Anthropic), `POST /v1/responses` (OpenAI Responses), `GET /v1/models`, `GET /v1/kvtestbed/requests` (the
+live page's feed), `GET /v1/kvtestbed/kv_blocks` (every block the prefix cache can serve, as `--kv-events`
+subscribers index them), `POST /v1/kvtestbed/reset_prefix_cache` and `POST /reset_prefix_cache` (vLLM's
+name: empty the prefix cache while idle, else 409), `GET /` (and `HEAD /`) and `/static/*` (the page),
+`GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
 `x-api-key: KEY`). No traceback reaches a client: anything unexpected is logged here and answered with a
 500 JSON body.
@@ -196,6 +196,14 @@ def create_app(state: ServerState) -> FastAPI:
     async def messages(request: Request) -> Response:
         return await chat(request, ANTHROPIC)
 
+    @app.post("/v1/messages/count_tokens", dependencies=keyed)
+    async def count_tokens(request: Request) -> dict[str, int]:
+        """Anthropic's token count: the prompt as /v1/messages would render and tokenize it."""
+        body = await read_json(request, state.max_body_bytes)
+        req = parse_messages(body | {"max_tokens": 1}, request.headers, state.names)
+        counted = state.preparer.pool.submit(state.preparer.count_tokens, req)
+        return {"input_tokens": await asyncio.wrap_future(counted)}
+
     @app.post("/v1/responses", dependencies=keyed)
     async def create_response(request: Request) -> Response:
         return await chat(request, RESPONSES)
@@ -241,7 +249,7 @@ def create_app(state: ServerState) -> FastAPI:
     async def metrics() -> Response:
         return Response(state.metrics.text(), media_type="text/plain; version=0.0.4")
 
-    @app.get("/")
+    @app.api_route("/", methods=["GET", "HEAD"])  # Claude Code sends HEAD / before its first request
     async def page() -> FileResponse:
         return FileResponse(STATIC / "index.html")
 

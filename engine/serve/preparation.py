@@ -109,6 +109,12 @@ class Preparer:
         self.renderer.encoder.remember(key, prompt)
         return Prepared(trace, prompt, max_new, match, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2)
 
+    def count_tokens(self, req: ChatRequest) -> int:
+        """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept."""
+        chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        key = req.session_id or ""
+        return len(self.renderer.encoder.encode(chat.text, key, keep=False, literal=chat.literal).ids)
+
     def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
         """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling
         arguments, and a request the KV cache could never hold."""
