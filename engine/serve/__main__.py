@@ -101,6 +101,12 @@ def parser() -> argparse.ArgumentParser:
         help="with --kv-events: the replay socket's address",
     )
     p.add_argument("--kv-events-topic", default="", help="with --kv-events: the topic (default empty)")
+    p.add_argument(
+        "--isolate-cache",
+        action="store_true",
+        help="each client identity (its API key, else its session) reads only the cache blocks it wrote: "
+        "cached_tokens then reveals nothing of other clients' prompts (default: one shared cache)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -177,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         default_max_tokens=args.default_max_tokens,
         max_tokens_cap=args.max_tokens_cap,
         keepalive_s=args.keepalive_s,
+        isolate_cache=args.isolate_cache,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}"

@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.serve import fields
-from engine.serve.chat_request import ANTHROPIC, ChatRequest, explicit_session, new_id
+from engine.serve.chat_request import ANTHROPIC, ChatRequest, new_id
+from engine.serve.client_session import client_session
 from engine.serve.errors import APIError, field_error
 from engine.serve.openai_request import served_model
 from engine.traces.anthropic_messages import parse_anthropic
@@ -72,7 +73,7 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
         )
     metadata = fields.mapping(body, "metadata")
     fields.refuse_unknown(metadata, ("user_id",), "metadata")
-    session, source = explicit_session(headers, metadata.get("user_id"), "metadata.user_id")
+    client = client_session(headers, user_id=metadata.get("user_id"))
     return ChatRequest(
         api=ANTHROPIC,
         model=model,
@@ -87,8 +88,7 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
         stream=fields.boolean(body, "stream", False),
         include_usage=True,
         body=body,
-        session_id=session,
-        session_source=source,
+        client=client,
         request_id=new_id("msg_"),
         continue_final=trace.continue_final,
         clamp_max_tokens=True,

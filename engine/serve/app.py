@@ -35,6 +35,7 @@ from engine.runtime.engine import Engine
 from engine.serve import anthropic_response, openai_response, responses_response
 from engine.serve.anthropic_request import parse_messages
 from engine.serve.chat_request import ANTHROPIC, OPENAI, RESPONSES, ChatRequest
+from engine.serve.client_session import presented_key
 from engine.serve.errors import APIError, from_engine
 from engine.serve.handling import ChatHandler, answer, read_json
 from engine.serve.kv_events import served_index
@@ -87,13 +88,14 @@ def build_state(
     default_max_tokens: int = 1024,
     max_tokens_cap: int | None = None,
     keepalive_s: float = 5.0,
+    isolate_cache: bool = False,
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
     if api_key is not None and not api_key.strip():
         raise InvalidArgumentError("the API key is empty: give a key, or None to serve without one")
     metrics, page = Metrics(names[0]), RequestLog()
-    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap)
+    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache)
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting_now))
     metrics.cache(engine.cache_stats())
     block_size = engine.blocks.block_size
@@ -138,9 +140,7 @@ def create_app(state: ServerState) -> FastAPI:
     def require_key(request: Request) -> None:
         if state.api_key is None:
             return
-        given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix(
-            "Bearer "
-        )
+        given = presented_key(request.headers)
         if not hmac.compare_digest(given.encode(), state.api_key.encode()):
             raise APIError(
                 401,

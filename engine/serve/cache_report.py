@@ -32,6 +32,7 @@ def build_report(
     tokenizer: PreTrainedTokenizerBase,
     block_size: int,
     timing: dict[str, float],
+    cache_scope: str | None = None,
 ) -> dict[str, Any]:
     u, ids = gen.usage, rendered.token_ids
     change = analysis.first_change
@@ -41,6 +42,7 @@ def build_report(
             "region": rendered.region_at(change).label,
             "text": marked_text(tokenizer, ids, change, CONTEXT_TOKENS),
             "lost_tokens": analysis.lost_tokens,
+            "retokenized": analysis.retokenized,
         }
         if change >= 0
         else None
@@ -50,7 +52,9 @@ def build_report(
         "session_id": match.session,
         "session_source": match.source,
         "previous_request_id": match.previous.request_id if match.previous else None,
+        "previous_session_id": match.previous.session if match.previous else None,
         "model": req.model,
+        "cache_scope": cache_scope,
         "block_size": block_size,
         "prompt_tokens": u.prompt_tokens,
         "cached_tokens": u.cached_tokens,

@@ -1,6 +1,6 @@
 """`ChatRequest`: one request as the engine thread serves it, whichever API it came through: the
 conversation normalized by the trace parsers (so a recorded request replays to exactly these tokens), the
-sampling settings, the session the client named (if any) and the raw body (for the recording)."""
+sampling settings, the client's identity and the session it named (if any) and the raw body (for the recording)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 
 from engine.prompts.chat import HERMES
 from engine.prompts.messages import Message
+from engine.serve.client_session import ANONYMOUS, ClientSession
 
 # the trace format each API's bodies are recorded in
 OPENAI, ANTHROPIC, RESPONSES = "openai-chat", "anthropic", "openai-responses"
-SESSION_HEADER = "x-session-id"
 _numbers = itertools.count(1)
 
 
@@ -38,8 +38,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool  # OpenAI stream_options.include_usage (Anthropic streams always carry usage)
     body: dict[str, Any]  # as received: what --record writes
-    session_id: str | None = None  # explicit: the X-Session-Id header, `user` or `metadata.user_id`
-    session_source: str = ""  # which of those named it ("" when none did)
+    client: ClientSession = ClientSession(ANONYMOUS, None, "")  # identity, named session (client_session.py)
     request_id: str = ""
     number: int = field(default_factory=lambda: next(_numbers))  # arrival order on this server
     submitted: float = 0.0  # epoch seconds when queued (the recorded timestamp)
@@ -61,13 +60,3 @@ class ChatRequest:
     def continues(self) -> bool:
         """The conversation holds an earlier model turn: it is not the first request of its session."""
         return any(m["role"] in ("assistant", "tool") for m in self.messages)
-
-
-def explicit_session(headers: Any, body_id: Any, source: str) -> tuple[str | None, str]:
-    """(session id, where it came from): the X-Session-Id header first, else the body's own field."""
-    header = headers.get(SESSION_HEADER)
-    if header:
-        return header, "header"
-    if isinstance(body_id, str) and body_id:
-        return body_id, source
-    return None, ""

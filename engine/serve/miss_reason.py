@@ -1,7 +1,8 @@
-"""Why a request did not reuse what the previous request of its session left in the cache.
+"""Why a request did not reuse what its previous request left in the cache.
 
-`classify` compares the request with that previous request (its prompt plus the reply tokens whose K/V it
-computed) and with what the cache served:
+`classify` compares the request with its previous request (engine/serve/sessions.py: the closest earlier
+prompt of its client; its prompt plus the reply tokens whose K/V it computed) and with what the cache
+served:
 
 - `expected_cached_tokens`: what the cache would serve from the previous request had nothing been evicted
   (and the model name not changed): their common token prefix, in whole blocks, never the prompt's last
@@ -9,15 +10,18 @@ computed) and with what the cache served:
 - `first_change`: the first token where the prompt differs from the previous prompt + reply (-1 when it
   extends them, or only repeats a prefix of them), with `lost_tokens`, the previous tokens after it;
 - `reason`, the first that applies:
-  `first_request` (no earlier request in the session, and the conversation has no earlier model turn),
-  `previous_message_not_found` (no earlier request, but the conversation continues one this server has not
-  seen), `model_changed` (another served model name: another cache namespace), `evicted` (fewer tokens
-  served than expected: blocks of the unchanged prefix were evicted), then, by the region the first change
-  lies in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed.
+  `first_request` (no previous request, and the conversation has no earlier model turn),
+  `previous_message_not_found` (no previous request, but the conversation continues one this server has
+  not seen), `model_changed` (another served model name: another cache namespace), `evicted` (fewer tokens
+  served than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
+  lies in the previous reply, whose text came back but tokenizes otherwise than the tokens the model
+  sampled: `retokenized` holds both tokens' strings around it), then, by the region the first change lies
+  in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -28,22 +32,32 @@ REASONS = (
     "previous_message_not_found",
     "model_changed",
     "evicted",
+    "reply_retokenized",
     "system_changed",
     "tools_changed",
     "messages_changed",
 )
 CHANGED = {"system": "system_changed", "tools": "tools_changed"}  # region kind -> reason; else messages
+PIECES_BEFORE, PIECES_AFTER = 3, 6  # token strings shown around a retokenized reply's divergence
+
+
+def token_array(ids: Sequence[int]) -> array:
+    """Token ids as 32-bit integers: 4 bytes a token, and two compare at memcmp speed."""
+    return array("i", ids)
 
 
 @dataclass(frozen=True)
 class PastRequest:
-    """What a finished request left: its id, session, served model name and the tokens whose K/V it
-    computed (the prompt and every generated token but the last, which is sampled, never fed)."""
+    """What a finished request left: its id, client identity, session, served model name, prompt length and
+    the tokens whose K/V it computed (the prompt and every generated token but the last, which is sampled,
+    never fed)."""
 
     request_id: str
+    identity: str
     session: str
     model: str
-    cached_ids: list[int]
+    prompt_tokens: int
+    cached_ids: array  # token_array
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ class MissAnalysis:
     first_change: int  # -1: the prompt extends (or repeats a prefix of) the previous prompt + reply
     lost_tokens: int
     reason: str | None
+    retokenized: dict[str, list[str]] | None = None  # reply_retokenized: {"sampled": [...], "prompt": [...]}
 
 
 def classify(
@@ -62,22 +77,48 @@ def classify(
     cached_tokens: int,
     block_size: int,
     region_kind: Callable[[int], str],
+    decode: Callable[[Sequence[int]], str],
 ) -> MissAnalysis:
     """`continues`: the request's conversation holds an earlier model turn. `region_kind(i)`: the region
-    kind (engine.prompts.regions: system, tools, history, latest_user, status, template) of prompt token i."""
+    kind (engine.prompts.regions: system, tools, history, latest_user, status, template) of prompt token i.
+    `decode`: token ids to text."""
     if previous is None:
         return MissAnalysis(0, -1, 0, "previous_message_not_found" if continues else "first_request")
     before = previous.cached_ids
-    shared = common_prefix(prompt_ids, before)
+    shared = common_prefix(token_array(prompt_ids), before)
     reusable = min(shared, len(prompt_ids) - 1) // block_size * block_size
     change = shared if shared < min(len(before), len(prompt_ids)) else -1
     lost = len(before) - change if change >= 0 else 0
+    pieces = None
+    if change >= previous.prompt_tokens:
+        pieces = retokenized(before, prompt_ids, change, decode)
     if model != previous.model:
         reason: str | None = "model_changed"
     elif cached_tokens < reusable:
         reason = "evicted"
+    elif pieces is not None:
+        reason = "reply_retokenized"
     elif change >= 0:
         reason = CHANGED.get(region_kind(change), "messages_changed")
     else:
         reason = None
-    return MissAnalysis(reusable, change, lost, reason)
+    return MissAnalysis(reusable, change, lost, reason, pieces if reason == "reply_retokenized" else None)
+
+
+def retokenized(
+    sampled: Sequence[int], prompt: Sequence[int], change: int, decode: Callable[[Sequence[int]], str]
+) -> dict[str, list[str]] | None:
+    """The token strings of both around `change` when the text agrees through the first differing token of
+    each, or through all of `sampled` that is left (the same characters, cut into other tokens); None when
+    the text itself differs there."""
+    a, b = decode(sampled[change : change + PIECES_AFTER]), decode(prompt[change : change + PIECES_AFTER])
+    agree = common_prefix(a, b)
+    first = max(len(decode(sampled[change : change + 1])), len(decode(prompt[change : change + 1])))
+    if agree == 0 or agree < min(first, len(a)):
+        return None
+    start = max(change - PIECES_BEFORE, 0)
+
+    def strings(ids: Sequence[int]) -> list[str]:
+        return [decode(ids[i : i + 1]) for i in range(start, min(change + PIECES_AFTER, len(ids)))]
+
+    return {"sampled": strings(sampled), "prompt": strings(prompt)}

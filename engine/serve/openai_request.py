@@ -15,7 +15,8 @@ from typing import Any
 
 from engine.arguments import SEED_MAX
 from engine.serve import fields
-from engine.serve.chat_request import OPENAI, ChatRequest, explicit_session, new_id
+from engine.serve.chat_request import OPENAI, ChatRequest, new_id
+from engine.serve.client_session import client_session
 from engine.serve.errors import APIError, field_error
 from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.request import FieldError
@@ -100,7 +101,9 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
     if options and not stream:
         raise APIError(400, "stream_options is only allowed with stream: true", "stream_options")
     fields.refuse_unknown(options, ("include_usage", "include_obfuscation"), "stream_options")
-    session, source = explicit_session(headers, fields.text(body, "user"), "user")
+    client = client_session(
+        headers, prompt_cache_key=fields.text(body, "prompt_cache_key"), user=fields.text(body, "user")
+    )
     continue_final = fields.boolean(body, "continue_final_message", False)
     last = trace.messages[-1]
     if continue_final and (last["role"] != "assistant" or last.get("tool_calls")):
@@ -126,8 +129,7 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         stream=stream,
         include_usage=fields.boolean(options, "include_usage", False),
         body=body,
-        session_id=session,
-        session_source=source,
+        client=client,
         request_id=new_id("chatcmpl-"),
         continue_final=continue_final,
         notes={"not_applied": notes} if notes else {},

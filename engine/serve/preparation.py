@@ -11,6 +11,7 @@ for a prompt that passed every check. The session store is shared by the pool's 
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from engine.serve.cache_report import build_report, page_entry
 from engine.serve.chat_request import ANTHROPIC, ChatRequest
 from engine.serve.errors import APIError
 from engine.serve.metrics import Metrics
-from engine.serve.miss_reason import PastRequest, classify
+from engine.serve.miss_reason import PastRequest, classify, token_array
 from engine.serve.page import RequestLog
 from engine.serve.reply_budget import reply_budget, too_long
 from engine.serve.sessions import SessionMatch, SessionStore
@@ -38,6 +39,7 @@ from engine.traces.request import TraceRequest
 from engine.traces.tokens import TokenizedText
 
 THREADS = 2  # one long tokenization leaves a thread for everyone else
+TOKENIZER_SESSIONS = 64  # sessions whose last prompt the incremental tokenizer keeps (text, ids, offsets)
 STOP_FIELDS = {ANTHROPIC: "stop_sequences"}  # each API's name for stop strings (else OpenAI's `stop`)
 
 
@@ -47,6 +49,8 @@ class Prepared:
     prompt: TokenizedText
     max_new_tokens: int
     match: SessionMatch
+    cache_salt: str  # the cache namespace: the served model name, and the client's scope when isolated
+    cache_scope: str | None  # --isolate-cache: the client identity's namespace (a digest), else None
     waited_s: float  # queued -> a preparation thread took it
     render_s: float
     tokenize_s: float
@@ -61,9 +65,11 @@ class Preparer:
         page: RequestLog,
         default_max_tokens: int,
         max_tokens_cap: int | None = None,
+        isolate_cache: bool = False,
     ) -> None:
         self.engine, self.metrics, self.page = engine, metrics, page
         self.default_max_tokens, self.max_tokens_cap = default_max_tokens, max_tokens_cap
+        self.isolate_cache = isolate_cache
         self.context = engine.config.max_position_embeddings
         self.renderer = TraceRenderer(engine.tokenizer, engine.source.eos_ids)
         self.bound = TokenBound.of(engine.tokenizer)
@@ -75,7 +81,8 @@ class Preparer:
     def prepare(self, req: ChatRequest) -> Prepared:
         t0 = time.perf_counter()
         _check_stop(req)
-        key = req.session_id or ""  # implicit sessions share one incremental tokenizer key
+        client = req.client
+        key = f"{client.identity}\0{client.session or ''}"  # a client's unnamed requests share one key
         trace = TraceRequest(
             req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
         )
@@ -105,9 +112,13 @@ class Preparer:
             req.notes["max_tokens"] = budget.note
         self._check_engine(req, len(prompt.ids) + max_new, max_new)
         with self.sessions_lock:
-            match = self.sessions.resolve(req.session_id, req.session_source, prompt.ids)
-        self.renderer.encoder.remember(key, prompt)
-        return Prepared(trace, prompt, max_new, match, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2)
+            match = self.sessions.resolve(client.identity, client.session, client.source, prompt.ids)
+            self.renderer.encoder.remember(key, prompt, most=TOKENIZER_SESSIONS)
+        scope = hashlib.sha256(client.identity.encode()).hexdigest()[:16] if self.isolate_cache else None
+        salt = req.model if scope is None else f"{req.model}\0{scope}"
+        return Prepared(
+            trace, prompt, max_new, match, salt, scope, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2
+        )
 
     def count_tokens(self, req: ChatRequest) -> int:
         """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept."""
@@ -144,8 +155,16 @@ class Preparer:
             gen.usage.cached_tokens,
             block_size,
             lambda i: rendered.region_at(i).kind,
+            self.engine.tokenizer.decode,
         )
-        past = PastRequest(req.request_id, p.match.session, req.model, p.prompt.ids + gen.token_ids[:-1])
+        past = PastRequest(
+            req.request_id,
+            req.client.identity,
+            p.match.session,
+            req.model,
+            len(p.prompt.ids),
+            token_array(p.prompt.ids + gen.token_ids[:-1]),
+        )
         with self.sessions_lock:
             self.sessions.remember(past)
         timing = {
@@ -160,7 +179,7 @@ class Preparer:
             "decode_tokens_per_s": gen.timing.decode_tokens_per_s,
         }
         report = build_report(
-            req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing
+            req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing, p.cache_scope
         )
         self.page.add(page_entry(req, report, rendered))
         self.metrics.first_token(

@@ -93,7 +93,7 @@ class Processor:
                 req.top_p,
                 req.seed,
                 req.stop,
-                cache_salt=req.model,  # each served model name is its own cache namespace
+                cache_salt=p.cache_salt,  # each served model name (and isolated client) its own namespace
                 request_id=req.request_id,
             )
         except Exception as e:  # noqa: BLE001

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.serve import fields
-from engine.serve.chat_request import RESPONSES, ChatRequest, explicit_session, new_id
+from engine.serve.chat_request import RESPONSES, ChatRequest, new_id
+from engine.serve.client_session import client_session
 from engine.serve.errors import APIError, field_error
 from engine.serve.openai_request import served_model
 from engine.serve.response_store import ResponseStore
@@ -104,7 +105,9 @@ def parse_responses_request(
     if not_applied:
         notes["not_applied"] = not_applied
     fields.boolean(body, "store", True)
-    session, source = explicit_session(headers, fields.text(body, "user"), "user")
+    client = client_session(
+        headers, prompt_cache_key=fields.text(body, "prompt_cache_key"), user=fields.text(body, "user")
+    )
     return ChatRequest(
         api=RESPONSES,
         model=model,
@@ -119,8 +122,7 @@ def parse_responses_request(
         stream=fields.boolean(body, "stream", False),
         include_usage=True,
         body=body,
-        session_id=session,
-        session_source=source,
+        client=client,
         request_id=new_id("resp_"),
         clamp_max_tokens=True,
         notes=notes,

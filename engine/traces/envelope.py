@@ -12,7 +12,7 @@ envelope may say besides:
   then that server's (provider `kvtestbed`, compared with the local rule), with the prompt tokens it wrote
   to its cache (`cache_written_tokens`) as the writes on either API, whether the reply was cut at its token
   limit (`finish_reason` `length`: no end-of-turn token was generated, so none was cached), and its cache
-  namespace, the served model name (`model`).
+  namespace, the served model name (`model`) and, under `--isolate-cache`, the client's (`cache_scope`).
 """
 
 from __future__ import annotations
@@ -85,8 +85,11 @@ def reply_cut(envelope: Envelope) -> bool:
 
 
 def cache_salt(envelope: Envelope, model: str | None) -> str:
-    """The cache namespace the server kept the request in: its served model name."""
+    """The cache namespace the server kept the request in: its served model name, and the client's scope
+    where the server isolated clients (`--isolate-cache`: `cache_scope`), as the server salts it."""
     if envelope.server is None:
         return ""
     name = envelope.server.get("model", model)
-    return name if isinstance(name, str) else ""
+    name = name if isinstance(name, str) else ""
+    scope = envelope.server.get("cache_scope")
+    return f"{name}\0{scope}" if isinstance(scope, str) else name

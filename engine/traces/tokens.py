@@ -80,6 +80,10 @@ class IncrementalEncoder:
             self.remember(key, out)
         return out
 
-    def remember(self, key: str, tokenized: TokenizedText) -> None:
-        """Make `tokenized` the key's last text: the next text of the key reuses its ids."""
+    def remember(self, key: str, tokenized: TokenizedText, most: int | None = None) -> None:
+        """Make `tokenized` the key's last text: the next text of the key reuses its ids. `most`: at most
+        this many keys are kept, the least recently remembered dropped."""
+        self.last.pop(key, None)
         self.last[key] = tokenized
+        while most is not None and len(self.last) > most:
+            del self.last[next(iter(self.last))]

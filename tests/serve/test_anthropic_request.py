@@ -24,7 +24,7 @@ def test_a_body_is_read() -> None:
     }
     req = parse_messages(body, {}, NAMES)
     assert req.messages[0] == {"role": "system", "content": "Be brief."}
-    assert (req.max_tokens, req.stop, req.session_id, req.session_source) == (
+    assert (req.max_tokens, req.stop, req.client.session, req.client.source) == (
         8,
         ["END"],
         "u",

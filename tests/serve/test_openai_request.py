@@ -39,10 +39,10 @@ def test_a_body_is_read() -> None:
     )
     assert req.messages[0] == {"role": "system", "content": "Be brief."}  # developer is system
     assert (req.max_tokens, req.temperature, req.stop, req.seed) == (5, 0.0, ["x"], 3)
-    assert (req.session_id, req.session_source, req.parse_tools, req.stream) == ("u", "user", False, False)
-    assert parse_openai(BASE, {"x-session-id": "h"}, NAMES).session_source == "header"
+    assert (req.client.session, req.client.source, req.parse_tools, req.stream) == ("u", "user", False, False)
+    assert parse_openai(BASE, {"x-session-id": "h"}, NAMES).client.source == "header"
     defaults = parse_openai(BASE, {}, NAMES)
-    assert (defaults.temperature, defaults.top_p, defaults.max_tokens, defaults.session_id) == (
+    assert (defaults.temperature, defaults.top_p, defaults.max_tokens, defaults.client.session) == (
         1.0,
         1.0,
         None,

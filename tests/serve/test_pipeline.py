@@ -188,7 +188,8 @@ def test_a_huge_prompt_is_refused_without_tokenizing_and_nothing_is_kept(
     )
     assert reply.status_code == 400 and "prompt is too long" in reply.json()["error"]["message"]
     assert max(tokenized) > 90_000  # this one was tokenized (under the bound), then refused
-    assert not {"huge", "over"} & (set(encoder.last) | set(sessions.latest))  # nothing kept for either
+    kept = {key.split("\0")[1] for key in encoder.last} | {h.past.session for h in sessions.held}
+    assert "" in kept and not {"huge", "over"} & kept  # nothing kept for either
 
 
 @pytest.mark.parametrize(

@@ -5,35 +5,79 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.serve.miss_reason import PastRequest
+from engine.serve.miss_reason import PastRequest, token_array
 from engine.serve.sessions import SessionStore
 from tests.serve.clients import GREEDY, MODEL, WEATHER, openai_client
-from tests.serve.conftest import Server
+from tests.serve.conftest import Server, http
+
+A, B = "key:a", "key:b"  # two client identities
+
+
+def past(rid: str, session: str, ids: list[int], identity: str = A, prompt: int | None = None) -> PastRequest:
+    return PastRequest(rid, identity, session, "m", len(ids) if prompt is None else prompt, token_array(ids))
 
 
 def test_explicit_ids_and_matching() -> None:
     store = SessionStore(preamble_tokens=3)
-    first = store.resolve(None, "", [1, 2, 3, 4, 5])
+    first = store.resolve(A, None, "", [1, 2, 3, 4, 5])
     assert first.source == "new" and first.previous is None
-    store.remember(PastRequest("r1", first.session, "m", [1, 2, 3, 4, 5, 6]))
-    store.remember(PastRequest("r2", "named", "m", [1, 2, 3, 9, 9]))
-    extends = store.resolve(None, "", [1, 2, 3, 4, 5, 6, 7])
+    store.remember(past("r1", first.session, [1, 2, 3, 4, 5, 6]))
+    store.remember(past("r2", "named", [1, 2, 3, 9, 9]))
+    extends = store.resolve(A, None, "", [1, 2, 3, 4, 5, 6, 7])
     assert (extends.session, extends.source, extends.previous.request_id) == (first.session, "matched", "r1")
-    assert store.resolve(None, "", [1, 2, 3, 8]).source == "new"  # shares only the preamble
-    tie = store.resolve(None, "", [1, 2, 3, 4])  # 4 tokens shared with r1 (and 3 with r2): r1
+    assert store.resolve(A, None, "", [1, 2, 3, 8]).source == "new"  # shares only the preamble
+    tie = store.resolve(A, None, "", [1, 2, 3, 4])  # 4 tokens shared with r1 (and 3 with r2): r1
     assert tie.previous.request_id == "r1"
-    named = store.resolve("named", "header", [1, 2, 3, 4, 5, 6, 7])
-    assert (named.session, named.source, named.previous.request_id) == ("named", "header", "r2")
-    assert store.resolve("fresh", "user", [1]).previous is None
+    own = store.resolve(A, "named", "header", [1, 2, 3, 9, 9, 7])
+    assert (own.session, own.source, own.previous.request_id) == ("named", "header", "r2")
+    # a named session is compared with the closest earlier prompt of its client, its own or another's
+    closer = store.resolve(A, "named", "header", [1, 2, 3, 4, 5, 6, 7])
+    assert (closer.session, closer.previous.request_id, closer.previous.session) == (
+        "named",
+        "r1",
+        first.session,
+    )
+    assert store.resolve(A, "named", "header", [7]).previous.request_id == "r2"  # its own always counts
+    assert store.resolve(A, "fresh", "user", [1, 2, 3]).previous is None  # nothing beyond the preamble
 
 
 def test_the_latest_of_equal_matches_wins() -> None:
     store = SessionStore(preamble_tokens=0)
-    store.remember(PastRequest("a", "s1", "m", [1, 2, 3]))
-    store.remember(PastRequest("b", "s2", "m", [1, 2, 3]))
-    assert store.resolve(None, "", [1, 2, 3, 4]).session == "s2"
-    store.remember(PastRequest("c", "s1", "m", [1, 2, 3]))  # s1 is now the latest
-    assert store.resolve(None, "", [1, 2, 3, 4]).session == "s1"
+    store.remember(past("a", "s1", [1, 2, 3]))
+    store.remember(past("b", "s2", [1, 2, 3]))
+    assert store.resolve(A, None, "", [1, 2, 3, 4]).session == "s2"
+    store.remember(past("c", "s1", [1, 2, 3]))  # s1 is now the latest
+    assert store.resolve(A, None, "", [1, 2, 3, 4]).session == "s1"
+    assert store.resolve(A, "s2", "header", [1, 2, 3, 4]).previous.request_id == "b"  # its own, on a tie
+
+
+def test_nothing_crosses_client_identities() -> None:
+    """Another client's request is never matched, compared with, nor its session joined, even one that
+    the prompt extends exactly or a session of the same name."""
+    store = SessionStore(preamble_tokens=1)
+    store.remember(past("alice-1", "alice@example.com", [1, 2, 3, 4, 5, 6], identity=B))
+    probe = store.resolve(A, None, "", [1, 2, 3, 4, 5, 6, 7])
+    assert (probe.source, probe.previous) == ("new", None) and probe.session.startswith("auto-")
+    assert store.resolve(A, "alice@example.com", "user", [1, 2, 3, 4, 5, 6, 7]).previous is None
+    store.remember(past("probe", probe.session, [1, 2, 3, 4, 5, 6, 7]))
+    hers = store.resolve(B, "alice@example.com", "user", [1, 2, 3, 4, 5, 6, 7, 8])
+    assert hers.previous.request_id == "alice-1"  # her next turn is compared with her own request
+    assert store.resolve(B, None, "", [1, 2, 3, 4, 5, 6, 7, 8]).previous.request_id == "alice-1"
+
+
+def test_retention_is_bounded_in_count_tokens_and_time() -> None:
+    now = [0.0]
+    store = SessionStore(0, max_requests=3, max_tokens=10, max_age_s=100.0, clock=lambda: now[0])
+    for i in range(4):
+        store.remember(past(f"r{i}", f"s{i}", [i + 1, 9]))
+    assert [h.past.request_id for h in store.held] == ["r1", "r2", "r3"]  # count
+    store.remember(past("long", "s9", [5] * 7))
+    assert [h.past.request_id for h in store.held] == ["r3", "long"] and store.tokens == 9  # tokens
+    now[0] = 50.0
+    store.remember(past("later", "s8", [6, 9]))
+    now[0] = 120.0  # the first two are over 100 s old
+    assert store.resolve(A, None, "", [5, 5, 5, 5, 5, 5, 1]).previous is None
+    assert [h.past.request_id for h in store.held] == ["later"]
 
 
 POLICIES = (
@@ -75,3 +119,37 @@ def test_sessions_are_matched_and_misses_explained(smollm2_server: Server) -> No
         model=MODEL, messages=history, max_tokens=2, extra_headers={"X-Session-Id": "never-seen"}, **GREEDY
     ).model_extra["kvtestbed"]
     assert unseen["session_source"] == "header" and unseen["miss_reason"] == "previous_message_not_found"
+
+
+def test_sessions_never_cross_clients(smollm2_server: Server) -> None:
+    """Alice (no key, her session in `user`), then a probe with her exact conversation but no key and no
+    session, and one with another key: neither is matched to her session nor shown her ids or text; her
+    next turn is compared with her own request, not with the probes."""
+    url = f"{smollm2_server.url}/v1/chat/completions"
+    alice = [
+        {"role": "system", "content": POLICIES + "alice 07:12"},
+        {"role": "user", "content": "Book Oslo."},
+    ]
+
+    def ask(messages: list, headers: dict[str, str] | None = None, **fields: Any) -> dict[str, Any]:
+        body = {"model": MODEL, "messages": messages, "max_tokens": 2, **GREEDY, **fields}
+        reply = http("POST", url, body, headers)
+        assert reply.status == 200, reply.text
+        return reply.json()["kvtestbed"]
+
+    hers = ask(alice, user="alice@example.com")
+    assert (hers["session_id"], hers["miss_reason"]) == ("alice@example.com", "first_request")
+    for headers in ({}, {"Authorization": "Bearer mallory"}):
+        probe = ask(alice, headers)
+        his = probe["request_id"]
+        assert probe["session_id"] != "alice@example.com" and probe["session_source"] == "new"
+        assert probe["previous_request_id"] is probe["previous_session_id"] is probe["divergence"] is None
+        assert probe["miss_reason"] == "first_request"
+        assert probe["cached_tokens"] > 0  # the prefix cache itself is shared: docs/serve.md says so
+    named = ask(alice, {"Authorization": "Bearer mallory"}, user="alice@example.com")  # her name, not her key
+    assert named["session_id"] == "alice@example.com" and named["previous_request_id"] == his  # his own
+    again = ask(
+        alice + [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "Thanks."}],
+        user="alice@example.com",
+    )
+    assert again["previous_request_id"] == hers["request_id"]
