@@ -34,6 +34,7 @@ from engine.bench.reporting.replay_report import summarize_turns, table, write_r
 from engine.bench.reporting.results import environment
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.cli import docs_link
+from engine.cluster.routers import ROUTERS
 from engine.errors import TraceError
 from engine.traces.analysis import replies
 from engine.traces.formats import FORMATS
@@ -119,6 +120,12 @@ def register(commands: Any) -> None:
         metavar="R",
         help="with --endpoint: Poisson arrivals, R requests per second (seeded by --seed)",
     )
+    p.add_argument(
+        "--router",
+        choices=list(ROUTERS),
+        default=None,
+        help="with several --endpoint: the routing policy that picks each request's replica (docs/cluster.md)",
+    )
     p.set_defaults(func=main)
 
 
@@ -152,9 +159,9 @@ def main(args: argparse.Namespace) -> int:
         from engine.bench.commands.replay_endpoint import replay_endpoint  # the SDKs load only here
 
         return replay_endpoint(args, requests)
-    if args.concurrency is not None or args.request_rate is not None:
+    if args.concurrency is not None or args.request_rate is not None or args.router is not None:
         raise TraceError(
-            "--concurrency and --request-rate pace requests to a live server: add --endpoint URL"
+            "--concurrency, --request-rate and --router pace and route requests to live servers: add --endpoint URL"
         )
     if args.analyze:
         return run_analysis(args, requests, rule_names(args.rules or ALL), inputs.notes)

@@ -29,7 +29,13 @@ PROBE_TIMEOUT_S = 10.0
 def add_endpoint_args(parser: argparse.ArgumentParser, max_tokens: int | None = 256) -> None:
     """The flags of a run against a live server (with --endpoint); `max_tokens` None: the command's own."""
     g = parser.add_argument_group("live server (--endpoint)")
-    g.add_argument("--endpoint", metavar="URL", default=None, help="send the requests to this server")
+    g.add_argument(
+        "--endpoint",
+        metavar="URL",
+        action="append",
+        default=None,
+        help="send the requests to this server (replay: repeat it for several replicas, with --router)",
+    )
     g.add_argument("--api", choices=list(API_KEY_ENV), default="openai", help="its API (default openai)")
     g.add_argument(
         "--served-model",
@@ -150,9 +156,23 @@ class Endpoint:
         return None
 
 
-def open_endpoint(args: argparse.Namespace) -> Endpoint:
-    """The endpoint of `--endpoint`, checked: an http(s) URL with a host."""
-    url = args.endpoint.strip().rstrip("/")
+def open_endpoints(args: argparse.Namespace) -> list[Endpoint]:
+    """Every `--endpoint`, checked; the same server given twice is refused."""
+    endpoints = [open_endpoint(args, url) for url in args.endpoint]
+    roots = [e.root for e in endpoints]
+    twice = next((r for r in roots if roots.count(r) > 1), None)
+    if twice is not None:
+        raise EndpointError(f"--endpoint {twice} is given twice: give each replica once")
+    return endpoints
+
+
+def open_endpoint(args: argparse.Namespace, url: str | None = None) -> Endpoint:
+    """The endpoint of `--endpoint` (or `url`, one of several), checked: an http(s) URL with a host."""
+    if url is None:
+        if len(args.endpoint) > 1:
+            raise EndpointError("this command sends to one server: give --endpoint once")
+        url = args.endpoint[0]
+    url = url.strip().rstrip("/")
     try:
         parts = urlsplit(url)
     except ValueError as e:  # an unclosed IPv6 bracket, and the like

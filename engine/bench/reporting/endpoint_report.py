@@ -67,6 +67,7 @@ def endpoint_environment(
 class Row:
     sent: Sent
     predicted: Predicted
+    replica: str | None = None  # the server it was sent to (routed replays: one of several)
 
     def values(self) -> dict[str, Any]:
         """The row as JSON keeps it (None where the server did not report a count)."""
@@ -77,6 +78,7 @@ class Row:
         return {
             "session": self.sent.request.session,
             "turn": self.sent.turn,
+            "replica": self.replica,
             "trace_index": self.sent.index + 1,
             "started_s": self.sent.started_s,
             "status": ex.error or (f"impossible usage: {rep.problem}" if rep.problem else "ok"),
@@ -116,6 +118,34 @@ class Row:
             if v[key] is None and not failed:
                 v[key] = NOT_REPORTED
         return v
+
+
+def request_columns(routed: bool) -> list[str]:
+    """The per-request table's columns: with the replica each went to when a router placed them."""
+    return [*REQUEST_COLUMNS[:2], "replica", *REQUEST_COLUMNS[2:]] if routed else REQUEST_COLUMNS
+
+
+def per_replica(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """Per server of a routed replay: requests placed there, and its prompt, reported and predicted cached
+    tokens over the requests compared (both counts exist and are possible)."""
+    out = []
+    for replica in dict.fromkeys(r.replica for r in rows):
+        mine = [r for r in rows if r.replica == replica]
+        both = [r for r in mine if r.counted and r.agrees() is not None]
+        prompt = sum(r.sent.exchange.reported.prompt_tokens or 0 for r in both)
+        reported = sum(r.sent.exchange.reported.cached_tokens or 0 for r in both)
+        out.append(
+            {
+                "replica": replica,
+                "requests": len(mine),
+                "compared": len(both),
+                "prompt_tokens": prompt,
+                "cached_reported": reported,
+                "cached_predicted": sum(r.predicted.cached_tokens or 0 for r in both),
+                "hit_rate_reported": reported / prompt if prompt else None,
+            }
+        )
+    return out
 
 
 def totals(rows: Sequence[Row]) -> list[dict[str, Any]]:
@@ -190,10 +220,17 @@ def write_endpoint_results(
 ) -> list[dict[str, Any]]:
     """requests.csv, endpoint.json and report.md; the summary row."""
     summary = totals(rows)
+    routed = env.get("router") is not None
+    columns, replicas = request_columns(routed), per_replica(rows) if routed else []
     write_csv(out / "requests.csv", [r.shown() for r in rows])
     write_json(
         out / "endpoint.json",
-        {"environment": env, "summary": summary, "requests": [r.values() for r in rows]},
+        {
+            "environment": env,
+            "summary": summary,
+            "replicas": replicas,
+            "requests": [r.values() for r in rows],
+        },
     )
     errors = [
         f"- {r.sent.request.session} request {r.sent.turn}: {markdown_text(r.sent.exchange.error)}"
@@ -222,7 +259,12 @@ def write_endpoint_results(
         "",
         table(summary, SUMMARY_COLUMNS),
         "",
-        table([r.shown() for r in rows], REQUEST_COLUMNS),
+        *(
+            [f"Per replica (router `{env.get('router')}`):", "", table(replicas, list(replicas[0])), ""]
+            if replicas
+            else []
+        ),
+        table([r.shown() for r in rows], columns),
         "",
         "Disagreements (reported against predicted):"
         if found
