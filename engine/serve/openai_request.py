@@ -78,6 +78,16 @@ def served_model(body: dict[str, Any], names: list[str]) -> str:
     return model
 
 
+def tool_choice(body: dict[str, Any]) -> Any:
+    """OpenAI's `tool_choice` (both APIs): absent, `auto` or `none`; any other is refused."""
+    choice = body.get("tool_choice")
+    if choice not in (None, "auto", "none"):
+        raise APIError(
+            400, f"tool_choice={choice!r:.60} is not implemented: only 'auto' and 'none'", "tool_choice"
+        )
+    return choice
+
+
 def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRequest:
     fields.refuse_unknown(body, KNOWN)
     model = served_model(body, names)
@@ -88,11 +98,7 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         trace = parse_chat_completions(body)
     except FieldError as e:
         raise field_error(e) from None
-    choice = body.get("tool_choice")
-    if choice not in (None, "auto", "none"):
-        raise APIError(
-            400, f"tool_choice={choice!r:.60} is not implemented: only 'auto' and 'none'", "tool_choice"
-        )
+    choice = tool_choice(body)
     max_tokens = fields.integer(body, "max_completion_tokens", 1, fields.integer(body, "max_tokens", 1))
     if body.get("max_tokens") not in (None, max_tokens):
         raise APIError(400, "max_tokens and max_completion_tokens differ; send one", "max_tokens")

@@ -21,7 +21,7 @@ from engine.serve import fields
 from engine.serve.chat_request import RESPONSES, ChatRequest, new_id
 from engine.serve.client_session import client_session
 from engine.serve.errors import APIError, field_error
-from engine.serve.openai_request import served_model
+from engine.serve.openai_request import served_model, tool_choice
 from engine.serve.response_store import ResponseStore
 from engine.traces.request import FieldError
 from engine.traces.responses import hosted_tools, parse_responses
@@ -93,11 +93,7 @@ def parse_responses_request(
         trace = parse_responses(body)
     except FieldError as e:
         raise field_error(e) from None
-    choice = body.get("tool_choice")
-    if choice not in (None, "auto", "none"):
-        raise APIError(
-            400, f"tool_choice={choice!r:.60} is not implemented: only 'auto' and 'none'", "tool_choice"
-        )
+    choice = tool_choice(body)
     hosted = hosted_tools(body)
     if hosted:
         notes["tools_not_offered"] = hosted
