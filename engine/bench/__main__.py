@@ -12,6 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.bench.commands import (
         cluster,
         compaction,
+        export,
         fleet,
         kv_compose,
         kv_edit,
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         replay,
         fleet,
         cluster,
+        export,
         statusbar,
         compaction,
         sink,

@@ -15,6 +15,7 @@ all while it serves the request); anything else is refused naming the line and f
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,3 +91,37 @@ def read_hash_trace(path: Path, block_size: int | None = None) -> HashTrace:
     if not out:
         raise TraceError(f"{path}: the trace holds no requests")
     return HashTrace(block, out)
+
+
+def coarser(trace: HashTrace, block_size: int) -> HashTrace:
+    """The trace at a block size that is a multiple of its own: a new block's id is the id of the last old
+    block it covers (equal ids were equal prefixes up to that block, so they still are)."""
+    k = block_size // trace.block_size
+    if block_size % trace.block_size:
+        raise TraceError(
+            f"--block-size {block_size}: a hash-id trace of {trace.block_size}-token blocks can only be "
+            f"exported at a multiple of {trace.block_size} (its blocks cannot be split)"
+        )
+    out = []
+    for r in trace.requests:
+        n = -(-r.input_length // block_size)
+        ids = tuple(r.hash_ids[min((j + 1) * k, len(r.hash_ids)) - 1] for j in range(n))
+        out.append(HashRequest(r.time_s, r.input_length, r.output_length, ids))
+    return HashTrace(block_size, out)
+
+
+def mooncake_lines(trace: HashTrace) -> list[str]:
+    """The trace in Mooncake's layout, one JSON object per line: timestamps in milliseconds from the first
+    request (AIPerf's `--fixed-schedule` and SGLang's bench replay them at those times)."""
+    start = min((r.time_s for r in trace.requests), default=0.0)
+    return [
+        json.dumps(
+            {
+                "timestamp": round((r.time_s - start) * 1000),
+                "input_length": r.input_length,
+                "output_length": r.output_length,
+                "hash_ids": list(r.hash_ids),
+            }
+        )
+        for r in trace.requests
+    ]

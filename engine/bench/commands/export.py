@@ -1,0 +1,117 @@
+"""`python -m engine.bench export TRACE [TRACE ...] --block-size N --out FILE`: any trace `replay` reads,
+written as a Mooncake hash-id trace (JSONL: `timestamp` ms, `input_length`, `output_length`, `hash_ids` at
+N tokens per id), for the serving benchmarks that replay that format (AIPerf's `mooncake_trace` dataset,
+SGLang's bench).
+
+Traces with text are rendered and tokenized as `replay --analyze` does (--model's chat template and
+tokenizer), interleaved by time: each full block of a prompt gets the id of its prefix (equal ids, equal
+prefixes up to that block), a last partial block an id of its own; `output_length` is the reply the trace
+holds (else its recorded output tokens, else 1). Hash-id traces are re-blocked to a multiple of their own
+block size (default: their own). Requests over the model's context, or without content, are left out and
+counted. A Mooncake replay cannot reuse a recorded reply (its server generates its own), so the export's
+hit rate is the source's with replies not cached: `replay --analyze` of the file gives that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.arguments import int_flag
+from engine.bench.args import SEED_MAX
+from engine.bench.harness.cluster_inputs import text_input
+from engine.cli import add_model_args, docs_link
+from engine.errors import InvalidArgumentError, TraceError
+from engine.traces.formats import FORMATS
+from engine.traces.inputs import load_inputs
+from engine.traces.mooncake import DEFAULT_BLOCK, HashRequest, HashTrace, coarser, mooncake_lines
+from engine.traces.sessions import interleave
+from engine.traces.shipped import EXAMPLES
+from engine.traces.supplied import load_supplied
+
+TEXT_BLOCK = 16  # the engine's default block size
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "export",
+        help="any trace as a Mooncake hash-id trace (JSONL) at a chosen block size, for AIPerf or SGLang's bench",
+        description=__doc__,
+        epilog=docs_link("replay.md"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
+    p.add_argument("traces", nargs="+", help=f"trace files (every format replay reads), or {examples}")
+    p.add_argument(
+        "--format", choices=list(FORMATS), default=None, help="the traces' format (default: detected)"
+    )
+    p.add_argument(
+        "--to", choices=["mooncake"], default="mooncake", help="the format written (default mooncake)"
+    )
+    p.add_argument("--system-file", type=Path, default=None, help="the system prompt (Claude Code traces)")
+    p.add_argument(
+        "--tools-file", type=Path, default=None, help="the tools, a JSON list (Claude Code, Codex)"
+    )
+    p.add_argument(
+        "--hash-block-size",
+        type=int_flag(1),
+        default=None,
+        help=f"tokens per hash id in the Mooncake-format traces read (default {DEFAULT_BLOCK})",
+    )
+    add_model_args(p, default_model="auto")
+    p.set_defaults(block_size=None)
+    p.add_argument("--out", type=Path, required=True, help="the JSONL file to write")
+    p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
+    p.add_argument("--seed", type=int_flag(0, SEED_MAX), default=0, help="weights seed for synthetic: models")
+    p.set_defaults(func=main)
+
+
+def text_trace(args: argparse.Namespace, requests: list, name: str) -> tuple[HashTrace, int]:
+    """Requests with text at --block-size: (the hash-id trace, requests left out)."""
+    workload, _ = text_input(args, requests, name)
+    fresh = max((n for r in workload.requests for n in r.nodes), default=-1) + 1  # ids of no full block
+    out = []
+    for r in workload.requests:
+        ids = list(r.nodes[: r.prompt_blocks])
+        if r.prompt_tokens % workload.block_size:
+            ids.append(fresh)
+            fresh += 1
+        out.append(HashRequest(r.time_s, r.prompt_tokens, r.output_tokens, tuple(ids)))
+    return HashTrace(workload.block_size, out), workload.refused
+
+
+def main(args: argparse.Namespace) -> int:
+    out: Path = args.out
+    if out.is_dir() or (out.exists() and not args.overwrite):
+        raise InvalidArgumentError(
+            f"--out {out}: " + ("a folder" if out.is_dir() else "exists (pass --overwrite to replace it)")
+        )
+    inputs = load_inputs(
+        args.traces, args.format, load_supplied(args.system_file, args.tools_file), args.hash_block_size
+    )
+    left_out = 0
+    if inputs.hash_traces:
+        if inputs.requests or len(inputs.hash_traces) > 1:
+            raise TraceError("export one hash-id trace at a time, alone (their ids are not comparable)")
+        source = inputs.hash_traces[0][1]
+        trace = coarser(source, args.block_size or source.block_size)
+    else:
+        requests = interleave(inputs.requests)
+        if not requests:
+            raise TraceError(
+                "these traces hold no requests: " + ("; ".join(inputs.notes) or "nothing to export")
+            )
+        args.block_size = args.block_size or TEXT_BLOCK
+        names = [str(t) for t in args.traces]
+        trace, left_out = text_trace(args, requests, names[0] if len(names) == 1 else f"{len(names)}-traces")
+    try:
+        out.write_text("".join(line + "\n" for line in mooncake_lines(trace)))
+    except OSError as e:
+        raise InvalidArgumentError(f"--out {out}: cannot write ({e.strerror})") from None
+    skipped = f", {left_out} left out (no content, or over the model's context)" if left_out else ""
+    print(
+        f"[{len(trace.requests)} requests at {trace.block_size} tokens per hash id{skipped}]", file=sys.stderr
+    )
+    print(f"written: {out}")
+    return 0
