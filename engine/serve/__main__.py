@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     api_key = api_key_given(args.api_key)
     check_port(args.host, args.port)
     publisher = kv_publisher(args, args.block_size)  # its sockets bound before the model loads
-    recorder = Recorder(args.record) if args.record is not None else None
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    recorder = Recorder(args.record) if args.record is not None else None
     engine = load(
         args.model,
         args.device,

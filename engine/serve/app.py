@@ -98,6 +98,8 @@ def build_state(
     preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache)
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting_now))
     metrics.cache(engine.cache_stats())
+    if recorder is not None:
+        metrics.recording(lambda: recorder.stopped is None)
     block_size = engine.blocks.block_size
     worker = EngineWorker(backend, max_queue)
     created, calls = int(time.time()), tool_format(engine.tokenizer)
@@ -221,7 +223,8 @@ def create_app(state: ServerState) -> FastAPI:
         after = request.query_params.get("after", "0")
         if not (after.isascii() and after.isdigit() and len(after) <= 18):  # int() takes '²', not 10**5000
             raise APIError(400, f"after must be a request number (0 or more), got {after!r:.40}", "after")
-        return {"requests": state.page.since(int(after))}
+        recording = state.recorder.status() if state.recorder is not None else None
+        return {"requests": state.page.since(int(after)), "recording": recording}
 
     @app.get("/v1/kvtestbed/kv_blocks", dependencies=keyed)
     async def kv_blocks() -> dict[str, Any]:

@@ -13,6 +13,8 @@ counted when it finishes), `vllm:time_to_first_token_seconds` (vLLM's buckets), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0)
@@ -145,6 +147,14 @@ class Metrics:
     def counted(self, api: str, outcome: str) -> None:
         """A request's outcome; alone for one that never reached the engine (refused, rejected)."""
         self.requests.labels(api, outcome).inc()
+
+    def recording(self, active: Callable[[], bool]) -> None:
+        """With --record: `kvtestbed_recording` reads 1 while every answered request is recorded, 0 once
+        a write failed and recording stopped (engine/serve/recorder.py)."""
+        gauge = Gauge(
+            "kvtestbed_recording", "1 while --record writes, 0 once it stopped", registry=self.registry
+        )
+        gauge.set_function(lambda: float(active()))
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

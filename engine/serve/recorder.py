@@ -1,18 +1,37 @@
 """`--record FILE.jsonl`: one line per answered request, in the envelope `bench replay` reads
 (`timestamp`, `session_id`, `body`), plus the trace format of the body (`format`), the response's `usage`
-and its `kvtestbed` object. Opened for appending (nothing is overwritten); each line is flushed as it is
-written, so a crash loses at most the requests in flight. A request its client abandoned is not recorded."""
+and its `kvtestbed` object. A request its client abandoned is not recorded.
+
+- Nothing is overwritten: the file is opened for appending, and each line is written whole and at once
+  (one write of the encoded line, newline last), so a crash loses at most the requests in flight.
+- A torn last line (the process killed mid-write) is repaired on start: cut back to the last complete
+  line, with one warning naming the file and the bytes dropped; the next line then starts on a line of
+  its own instead of being glued to the fragment.
+- Strict JSON: bodies hold no NaN or Infinity (engine/serve/json_body.py refuses them), and the encoder
+  refuses them too (`allow_nan=False`). The fields that change nothing are bounded
+  (engine/serve/recorded_body.py).
+- A write that fails (a full disk: `OSError`) stops recording, with one warning; the partial line is cut
+  off again where possible, and every request is still answered. `stopped` says why, for the page and
+  `/metrics`.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from engine.errors import OutputError
 from engine.serve.chat_request import ChatRequest
+from engine.serve.recorded_body import recorded_body
+
+log = logging.getLogger("kvtestbed.serve")
+CHUNK = 1 << 20  # bytes read at a time looking back for the last newline
 
 # How a response is recorded: (request, the usage it answered, its kvtestbed object).
 Record = Callable[[ChatRequest, dict[str, Any], dict[str, Any]], None]
@@ -21,23 +40,80 @@ Record = Callable[[ChatRequest, dict[str, Any], dict[str, Any]], None]
 class Recorder:
     def __init__(self, path: Path) -> None:
         try:
-            self.file = path.open("a", encoding="utf-8")
+            self.file: BinaryIO = path.open("a+b", buffering=0)  # read too: the repair reads the tail
+            regular = stat.S_ISREG(os.fstat(self.file.fileno()).st_mode)  # not a pipe or a device
+            self.end = _repair(self.file, path) if regular else None  # the file's size, where known
         except OSError as e:
             raise OutputError(f"--record {path}: cannot open for appending: {e.strerror or e}") from None
         self.path, self.lock = path, threading.Lock()
+        self.lines = 0  # written by this server
+        self.stopped: str | None = None  # why recording stopped; None while it goes on
 
     def write(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
         line = {
             "timestamp": req.submitted,
             "session_id": report["session_id"],
             "format": req.api,
-            "body": req.body,
+            "body": recorded_body(req.body),
             "usage": usage,
             "kvtestbed": report,
         }
+        try:
+            data = (json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        except ValueError:  # a non-finite number of the server's own making: a bug, not the client's
+            log.exception("--record %s: request %s not recorded", self.path, req.request_id)
+            return
         with self.lock:
-            self.file.write(json.dumps(line, ensure_ascii=False) + "\n")
-            self.file.flush()
+            if self.stopped is None:
+                self._append(data)
+
+    def _append(self, data: bytes) -> None:
+        try:
+            view = memoryview(data)
+            while view:  # an unbuffered write may take part of the line; the rest follows
+                view = view[self.file.write(view) :]
+        except OSError as e:
+            self.stopped = f"writing {self.path} failed: {e.strerror or e}"
+            log.warning(
+                "recording stopped: %s after %d lines; requests are still answered, not recorded",
+                self.stopped,
+                self.lines,
+            )
+            if self.end is not None:
+                try:
+                    self.file.truncate(self.end)  # no torn line left behind (else the next start repairs it)
+                except OSError:
+                    pass
+            return
+        self.lines += 1
+        if self.end is not None:
+            self.end += len(data)
+
+    def status(self) -> dict[str, Any]:
+        """What the page shows: the file, the lines written, why recording stopped (null: it goes on)."""
+        return {"path": str(self.path), "lines": self.lines, "stopped": self.stopped}
 
     def close(self) -> None:
         self.file.close()
+
+
+def _repair(file: BinaryIO, path: Path) -> int:
+    """Cut a torn last line: everything after the file's last newline (all of it when it has none).
+    Returns the file's size after."""
+    size = end = os.fstat(file.fileno()).st_size
+    while end > 0:
+        start = max(0, end - CHUNK)
+        newline = os.pread(file.fileno(), end - start, start).rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    if end < size:
+        file.truncate(end)
+        log.warning(
+            "--record %s: its last line was torn (%d bytes after the last complete line, a write cut off); "
+            "cut them off, the file ends with its last complete line",
+            path,
+            size - end,
+        )
+    return end

@@ -1,18 +1,26 @@
 """Multi-turn chat with tools through the three APIs, streamed and not (the official SDKs against the SmolLM2
 server, greedy), and the recorded trace: `bench replay --analyze` of it gives the cached tokens the server
-reported, request by request."""
+reported, request by request. The record file itself: a torn last line repaired on start, and a full disk
+(/dev/full, and an OSError injected mid-line) stopping the recording with one warning while every request is
+still answered, the page's feed and /metrics saying so; in process and against real server processes."""
 
 from __future__ import annotations
 
 import csv
 import json
+import logging
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from engine.serve.recorder import Recorder
 from tests.serve.clients import BLOCK, GREEDY, MODEL, WEATHER, anthropic_client, openai_client
-from tests.serve.conftest import ROOT, SMOLLM2_CACHE_TOKENS, Server
+from tests.serve.conftest import ROOT, SMOLLM2_CACHE_TOKENS, Server, http, start, stop, wait_ready
 
 SESSIONS = ("alpha", "zulu", "romeo")
 
@@ -201,3 +209,144 @@ def test_multi_turn_with_tools_and_the_replay_of_its_recording(
         ours = [pair for pair in zip(replayed, recorded, strict=True) if pair[1][0] in SESSIONS]
         assert [r for r, _ in ours] == [s for _, s in ours], fmt
         assert [cached for _, (_, cached) in ours] == served[fmt]
+
+
+def request(number: int, body: dict[str, Any] | None = None) -> Any:
+    """What Recorder.write reads of a ChatRequest."""
+    return SimpleNamespace(
+        submitted=1.0 + number, api="openai-chat", body=body or {"n": number}, request_id=f"r{number}"
+    )
+
+
+def write(recorder: Recorder, number: int, body: dict[str, Any] | None = None) -> None:
+    recorder.write(request(number, body), {"prompt_tokens": 1}, {"session_id": "s"})
+
+
+def lines_of(path: Path) -> list[Any]:
+    data = path.read_bytes()
+    assert not data or data.endswith(b"\n")
+    return [json.loads(line) for line in data.splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("before", "kept"),
+    [
+        (b'{"a": 1}\n{"a": 2}\n{"body": {"text": "cut off her', b'{"a": 1}\n{"a": 2}\n'),  # the issue's kill
+        (b'{"a": 1}\n{"body": "\xc3', b'{"a": 1}\n'),  # mid-way through a UTF-8 character
+        (b'{"body": "no newline at all', b""),
+        (b'{"a": 1}\n' + b"x" * (3 << 20), b'{"a": 1}\n'),  # a torn line longer than a read chunk
+    ],
+    ids=["kill", "utf-8", "one-line", "long"],
+)
+def test_a_torn_last_line_is_cut_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, before: bytes, kept: bytes
+) -> None:
+    path = tmp_path / "record.jsonl"
+    path.write_bytes(before)
+    with caplog.at_level(logging.WARNING, "kvtestbed.serve"):
+        recorder = Recorder(path)
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and str(path) in warnings[0]
+    assert f"{len(before) - len(kept)} bytes after the last complete line" in warnings[0]
+    assert path.read_bytes() == kept
+    write(recorder, 3)
+    recorder.close()
+    assert lines_of(path)[-1]["body"] == {"n": 3} and len(lines_of(path)) == kept.count(b"\n") + 1
+
+
+def test_a_whole_file_is_left_as_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "record.jsonl"
+    path.write_bytes(b'{"a": 1}\n')
+    with caplog.at_level(logging.WARNING, "kvtestbed.serve"):
+        Recorder(path).close()
+        Recorder(tmp_path / "new.jsonl").close()
+    assert not caplog.records and path.read_bytes() == b'{"a": 1}\n'
+    assert (tmp_path / "new.jsonl").read_bytes() == b""
+
+
+class FailingFile:
+    """A file whose writes fail from the `fail_at`-th on, after taking part of the line (a disk filling up)."""
+
+    def __init__(self, real: Any, fail_at: int) -> None:
+        self.real, self.writes, self.fail_at = real, 0, fail_at
+
+    def write(self, data: Any) -> int:
+        self.writes += 1
+        if self.writes == self.fail_at:
+            return self.real.write(data[: len(data) // 2])
+        if self.writes > self.fail_at:
+            raise OSError(28, "No space left on device")
+        return self.real.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+def test_a_failed_write_stops_recording_once_and_leaves_no_torn_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "record.jsonl"
+    recorder = Recorder(path)
+    write(recorder, 1)
+    recorder.file = FailingFile(recorder.file, fail_at=1)  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, "kvtestbed.serve"):
+        for n in range(2, 6):
+            write(recorder, n)  # never raises: the request it records is answered regardless
+    assert recorder.file.writes == 2  # type: ignore[attr-defined]  # half of line 2, its failed rest; no more
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "recording stopped" in warnings[0] and "No space left" in warnings[0]
+    assert recorder.status() == {"path": str(path), "lines": 1, "stopped": recorder.stopped}
+    assert str(path) in recorder.stopped and [line["body"] for line in lines_of(path)] == [{"n": 1}]
+
+
+def test_the_record_is_strict_json(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "record.jsonl"
+    recorder = Recorder(path)
+    with caplog.at_level(logging.ERROR, "kvtestbed.serve"):
+        write(recorder, 1, {"temperature": float("nan")})  # json_body.py refuses it first; never written
+    write(recorder, 2)
+    assert "not recorded" in caplog.text and "NaN" not in path.read_text()
+    assert [line["body"] for line in lines_of(path)] == [{"n": 2}]
+
+
+def test_a_full_disk_and_a_torn_record_against_real_servers(
+    tmp_path: Path, tiny_dir: Callable[..., Path]
+) -> None:
+    """Two server processes: one recording to /dev/full (every write fails: ENOSPC), one to a file whose
+    last line a kill tore. Both answer every request on both APIs, streamed or not."""
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(b'{"a": 1}\n{"body": {"messages": [{"role": "user", "content": "half')
+    servers = {
+        name: start(["--model", model, "--device", "cpu", "--record", str(record)], tmp_path / f"{name}.log")
+        for name, record in (("full", Path("/dev/full")), ("torn", torn))
+    }
+    messages = [{"role": "user", "content": "Hello there."}]
+    try:
+        for server in servers.values():
+            wait_ready(server)
+            for path, stream in (
+                ("/v1/chat/completions", False),
+                ("/v1/messages", True),
+                ("/v1/messages", False),
+            ):
+                body = {"model": model, "max_tokens": 2, "messages": messages, "stream": stream}
+                reply = http("POST", server.url + path, body)
+                assert reply.status == 200 and "error" not in reply.text, reply.text
+        full = servers["full"]
+        assert (
+            full.metric("kvtestbed_recording ") == 0 and servers["torn"].metric("kvtestbed_recording ") == 1
+        )
+        feed = http("GET", f"{full.url}/v1/kvtestbed/requests").json()
+        assert len(feed["requests"]) == 3 and feed["recording"]["lines"] == 0
+        assert "No space left on device" in feed["recording"]["stopped"]
+        torn_feed = http("GET", f"{servers['torn'].url}/v1/kvtestbed/requests").json()
+        assert torn_feed["recording"] == {"path": str(torn), "lines": 3, "stopped": None}
+    finally:
+        for server in servers.values():
+            stop(server)
+    log = full.log.read_text()
+    assert log.count("recording stopped") == 1 and "Traceback" not in log
+    log = servers["torn"].log.read_text()
+    assert log.count("last line was torn") == 1 and f"{torn}" in log
+    assert [line.get("a") for line in lines_of(torn)] == [1, None, None, None]

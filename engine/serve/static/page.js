@@ -1,5 +1,6 @@
 // The live page: polls /v1/kvtestbed/requests for requests finished since the last poll and adds a row
-// per request (newest first). With an API key, open the page as /#key=KEY: the key is sent as a header.
+// per request (newest first); says so when --record stopped (a write failed). With an API key, open the
+// page as /#key=KEY: the key is sent as a header.
 "use strict";
 const key = new URLSearchParams(location.hash.slice(1)).get("key");
 const body = document.querySelector("#requests tbody");
@@ -75,7 +76,10 @@ async function poll() {
     const headers = key ? { Authorization: `Bearer ${key}` } : {};
     const reply = await fetch(`/v1/kvtestbed/requests?after=${after}`, { headers });
     if (!reply.ok) throw new Error(`HTTP ${reply.status}${reply.status === 401 ? ": open this page as /#key=KEY" : ""}`);
-    const { requests } = await reply.json();
+    const { requests, recording } = await reply.json();
+    const stopped = document.getElementById("recording");
+    stopped.hidden = !recording?.stopped;
+    stopped.textContent = recording?.stopped ? `recording stopped: ${recording.stopped}` : "";
     for (const r of requests) add(r);
     if (requests.length) after = requests[requests.length - 1].seq;
     document.getElementById("empty").hidden = after > 0;

@@ -1,0 +1,60 @@
+"""What `--record` keeps of a request body: everything the prompt and the replay are made of, as sent; the
+fields documented to change nothing, bounded. A value over its bound is recorded as its digest,
+`{"kvtestbed_digest": "sha256:HEX", "bytes": N}` (N: the bytes of its compact UTF-8 JSON, which the hex
+digests), so a client's 20 MB `metadata` costs the record a hundred bytes, not 20 MB per request, and two
+records still tell whether it changed.
+
+- top-level fields (`NO_EFFECT`): verbatim up to `FIELD_BYTES` (OpenAI's own metadata limit, 16 pairs of
+  64 + 512 characters, stays verbatim), else the digest;
+- `cache_control` markers, wherever they stand: `type` and `ttl` (which the replay reads) always; any other
+  key verbatim while the marker is within `MARKER_BYTES`, else those keys as one digest beside them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+NO_EFFECT = ("metadata", "store", "service_tier", "safety_identifier", "client_metadata")
+FIELD_BYTES = 16 << 10
+MARKER_BYTES = 256
+MARKER_KEYS = ("type", "ttl")  # what engine/traces/request.py ttl_of reads
+DIGEST = "kvtestbed_digest"
+
+
+def compact(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def digest(value: Any) -> dict[str, Any]:
+    data = compact(value)
+    return {DIGEST: f"sha256:{hashlib.sha256(data).hexdigest()}", "bytes": len(data)}
+
+
+def recorded_body(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as the record keeps it; the body itself is never changed (what changes is copied)."""
+    out = dict(body)
+    for name in NO_EFFECT:
+        if name in out and len(compact(out[name])) > FIELD_BYTES:
+            out[name] = digest(out[name])
+    return _markers(out)
+
+
+def _markers(value: Any) -> Any:
+    """`value` with every `cache_control` marker in it bounded; the same object when none needed it.
+    Recursive: bodies nest at most engine/serve/json_body.py's MAX_DEPTH levels."""
+    if isinstance(value, list):
+        items = [_markers(v) for v in value]
+        return items if any(a is not b for a, b in zip(items, value, strict=True)) else value
+    if not isinstance(value, dict):
+        return value
+    changed = {k: _marker(v) if k == "cache_control" else _markers(v) for k, v in value.items()}
+    return changed if any(changed[k] is not v for k, v in value.items()) else value
+
+
+def _marker(marker: Any) -> Any:
+    if not isinstance(marker, dict) or len(compact(marker)) <= MARKER_BYTES:
+        return marker
+    kept = {k: v for k, v in marker.items() if k in MARKER_KEYS and isinstance(v, str) and len(v) <= 16}
+    return kept | digest({k: v for k, v in marker.items() if k not in kept})
