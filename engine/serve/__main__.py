@@ -40,7 +40,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
-    p.add_argument("--port", type=int_flag(1), default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=int_flag(1, 65535), default=8000, help="port (default 8000)")
     p.add_argument(
         "--record", type=Path, default=None, help="append every answered request to this JSONL trace"
     )

@@ -169,6 +169,8 @@ def parse_anthropic(body: Any) -> TraceRequest:
             f"{len(b.breakpoints) + (auto is not None)} breakpoints; "
             f"Anthropic allows at most {MAX_BREAKPOINTS}",
         )
+    if not b.messages:  # every message an empty block list
+        raise FieldError("messages", "no message has content: a request needs at least one content block")
     model = body.get("model")
     last = b.messages[-1]
     return TraceRequest(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,23 @@ def _span(span: dict[str, Any], skipped: Counter[str]) -> TraceRequest | None:
     )
 
 
+def _spans(doc: Any) -> Iterator[tuple[str, Any]]:
+    """Every span of one OTLP JSON document with where it stands; a level of the wrong type is a FieldError
+    naming it."""
+    for r, rs in enumerate(
+        expect(expect(doc, dict, "document").get("resourceSpans") or [], list, "resourceSpans")
+    ):
+        at = f"resourceSpans[{r}]"
+        rs = expect(rs, dict, at)
+        scopes = rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []
+        for s, scope in enumerate(expect(scopes, list, f"{at}.scopeSpans")):
+            at_s = f"{at}.scopeSpans[{s}]"
+            for k, span in enumerate(
+                expect(expect(scope, dict, at_s).get("spans") or [], list, f"{at_s}.spans")
+            ):
+                yield f"{at_s}.spans[{k}]", span
+
+
 def read_otel(path: Path) -> Read:
     text = read_text(path)
     try:
@@ -196,14 +214,14 @@ def read_otel(path: Path) -> Read:
         documents = json_lines(path, text)
     out, skipped = [], Counter()
     for line, doc in documents:
-        for r, rs in enumerate(expect(doc, dict, "document").get("resourceSpans") or []):
-            for s, scope in enumerate(rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or []):
-                for k, span in enumerate(scope.get("spans") or []):
-                    where = f"line {line}: resourceSpans[{r}].scopeSpans[{s}].spans[{k}]"
-                    try:
-                        req = _span(expect(span, dict, "span"), skipped)
-                    except FieldError as e:
-                        raise TraceError(f"{path}: {where}: {e}") from None
-                    if req is not None:
-                        out.append(req)
+        try:
+            for at, span in _spans(doc):
+                try:
+                    req = _span(expect(span, dict, "span"), skipped)
+                except FieldError as e:
+                    raise TraceError(f"{path}: line {line}: {at}: {e}") from None
+                if req is not None:
+                    out.append(req)
+        except FieldError as e:  # a level above the spans
+            raise TraceError(f"{path}: line {line}: {e}") from None
     return Read(out, counted("spans", dict(skipped)))

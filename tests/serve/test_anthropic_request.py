@@ -91,6 +91,7 @@ def test_a_system_message_mid_conversation_stays_where_it_is() -> None:
             400,
         ),
         ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0].role", 400),
+        ({"messages": [{"role": "user", "content": []}]}, "messages", 400),  # was a 500 (IndexError)
         ({"tools": [{"name": "web", "type": "web_search_20250305"}]}, "tools[0].input_schema", 400),
         ({"container": "c"}, "container", 400),
     ],

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from engine.errors import InvalidArgumentError
-from engine.serve.__main__ import KEY_VARIABLE, api_key_given
+from engine.serve.__main__ import KEY_VARIABLE, api_key_given, parser
 from tests.serve.conftest import ROOT
 
 
@@ -50,3 +50,17 @@ def test_the_app_refuses_an_empty_key_too() -> None:
 
     with pytest.raises(InvalidArgumentError, match="API key is empty"):
         build_state(None, ["m"], api_key="")  # type: ignore[arg-type]  # refused before the engine is read
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "0"])
+def test_a_port_out_of_range_is_one_argparse_line(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """--port 99999 reached socket.bind and ended in an OverflowError traceback."""
+    with pytest.raises(SystemExit) as e:
+        parser().parse_args(["--model", "m", "--port", port])
+    assert e.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("python -m engine.serve: error: argument --port: value must be")
+    )

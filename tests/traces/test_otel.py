@@ -49,3 +49,33 @@ def test_a_bad_attribute_names_the_span(tmp_path: Path) -> None:
         TraceError, match=r"spans\[1\]: attributes\[gen_ai\.input\.messages\]: not valid JSON"
     ):
         read_otel(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda doc: doc.update(resourceSpans=5), r"line 1: resourceSpans: expected a list, got int"),
+        (lambda doc: doc["resourceSpans"].__setitem__(0, "x"), r"resourceSpans\[0\]: expected dict"),
+        (
+            lambda doc: doc["resourceSpans"][0].update(scopeSpans={"spans": []}),
+            r"resourceSpans\[0\]\.scopeSpans: expected a list",
+        ),
+        (
+            lambda doc: doc["resourceSpans"][0]["scopeSpans"][0].update(spans=7),
+            r"scopeSpans\[0\]\.spans: expected a list",
+        ),
+        (
+            lambda doc: doc["resourceSpans"][0]["scopeSpans"][0]["spans"].__setitem__(0, None),
+            r"spans\[0\]: span: expected dict",
+        ),
+    ],
+)
+def test_a_malformed_level_is_named_not_a_traceback(tmp_path: Path, change, named: str) -> None:
+    """Each level of the export (resourceSpans, scopeSpans, spans) of the wrong type is one line naming it
+    (resourceSpans: 5 was a TypeError traceback)."""
+    path = otel_export(tmp_path / "spans.json")
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TraceError, match=named):
+        read_otel(path)

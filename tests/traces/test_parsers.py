@@ -114,6 +114,12 @@ def test_anthropic_refuses_a_fifth_breakpoint() -> None:
             lambda b: b["tools"][0].pop("input_schema"),
             r"tools\[0\]\.input_schema",
         ),
+        (
+            parse_anthropic,
+            anthropic,
+            lambda b: (b.pop("system"), b.update(messages=[{"role": "user", "content": []}])),
+            r"messages: no message has content",
+        ),
     ],
 )
 def test_malformed_input_names_the_field(parse, body, edit, field: str) -> None:
