@@ -18,13 +18,14 @@ from engine.bench.harness.sending import body_for, send_all
 from engine.bench.harness.streamed import Exchange, OpenStreams, send
 from engine.bench.harness.trace_analysis import open_tokenizer
 from engine.bench.reporting.endpoint_report import (
+    REQUEST_COLUMNS,
     SUMMARY_COLUMNS,
     Row,
     endpoint_environment,
-    request_columns,
     write_endpoint_results,
 )
 from engine.bench.reporting.replay_report import table
+from engine.bench.reporting.routed_report import request_columns
 from engine.bench.reporting.run_folder import check_out, interrupted, model_slug, named_run_dir, slug, written
 from engine.cluster.routers import ROUTERS
 from engine.errors import EndpointError, TraceError
@@ -133,7 +134,7 @@ def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> i
     )
     title = f"Trace replay against {endpoint.host if router is None else where}: {name}"
     summary = write_endpoint_results(out, title, env, rows)
-    print(table([r.shown() for r in rows], request_columns(router is not None)))
+    print(table([r.shown() for r in rows], request_columns(REQUEST_COLUMNS, router is not None)))
     print(table(summary, SUMMARY_COLUMNS))
     if summary[0]["disagreements"]:
         print(

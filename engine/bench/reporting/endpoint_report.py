@@ -1,5 +1,6 @@
 """The results of a replay against a live server: per request what it measured and what the server reported,
-beside the local prediction; totals; every disagreement; the files (requests.csv, endpoint.json, report.md).
+beside the local prediction; totals; every disagreement; the files (requests.csv, endpoint.json, report.md,
+and vllm_bench_serve.json: the run as `vllm bench serve --save-result` writes one).
 
 A count the server did not report is "not reported" in every table and file (null in JSON), never 0, and
 is left out of the totals, which say over how many requests they run. A request whose counts cannot all be
@@ -19,7 +20,9 @@ from engine.bench.harness.prediction import Predicted
 from engine.bench.harness.sending import Sent
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, markdown_text, table
 from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
+from engine.bench.reporting.routed_report import per_replica, request_columns
 from engine.bench.reporting.stats import spread
+from engine.bench.reporting.vllm_bench import ServedRequest, vllm_bench_result
 
 NOT_REPORTED = "not reported"
 REQUEST_COLUMNS = [
@@ -120,34 +123,6 @@ class Row:
         return v
 
 
-def request_columns(routed: bool) -> list[str]:
-    """The per-request table's columns: with the replica each went to when a router placed them."""
-    return [*REQUEST_COLUMNS[:2], "replica", *REQUEST_COLUMNS[2:]] if routed else REQUEST_COLUMNS
-
-
-def per_replica(rows: Sequence[Row]) -> list[dict[str, Any]]:
-    """Per server of a routed replay: requests placed there, and its prompt, reported and predicted cached
-    tokens over the requests compared (both counts exist and are possible)."""
-    out = []
-    for replica in dict.fromkeys(r.replica for r in rows):
-        mine = [r for r in rows if r.replica == replica]
-        both = [r for r in mine if r.counted and r.agrees() is not None]
-        prompt = sum(r.sent.exchange.reported.prompt_tokens or 0 for r in both)
-        reported = sum(r.sent.exchange.reported.cached_tokens or 0 for r in both)
-        out.append(
-            {
-                "replica": replica,
-                "requests": len(mine),
-                "compared": len(both),
-                "prompt_tokens": prompt,
-                "cached_reported": reported,
-                "cached_predicted": sum(r.predicted.cached_tokens or 0 for r in both),
-                "hit_rate_reported": reported / prompt if prompt else None,
-            }
-        )
-    return out
-
-
 def totals(rows: Sequence[Row]) -> list[dict[str, Any]]:
     """One summary row: requests, errors, requests with impossible usage, TTFT (over every request answered),
     and cached tokens reported against predicted, over the requests where both exist and are possible."""
@@ -215,13 +190,36 @@ def disagreements(rows: Sequence[Row]) -> list[str]:
     return lines
 
 
+def vllm_bench_serve(env: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]:
+    """The run as `vllm bench serve` saves its result (engine/bench/reporting/vllm_bench.py)."""
+    served = []
+    for r in rows:
+        ex, rep = r.sent.exchange, r.sent.exchange.reported
+        prompt = rep.prompt_tokens if rep.prompt_tokens is not None else r.predicted.prompt_tokens
+        served.append(
+            ServedRequest(prompt, rep.completion_tokens, ex.ttft_s, ex.e2e_s, list(ex.itl_s), ex.error or "")
+        )
+    ends = [r.sent.started_s + (r.sent.exchange.e2e_s or 0.0) for r in rows]
+    duration = max(ends) - min(r.sent.started_s for r in rows) if rows else 0.0
+    options = env["options"]
+    return vllm_bench_result(
+        served,
+        duration,
+        backend="openai-chat" if env["api"] == "openai" else "anthropic-messages",
+        model_id=env["served_model"],
+        tokenizer_id=env["model"],
+        request_rate=options.get("request_rate"),
+        max_concurrency=options.get("concurrency") or (None if options.get("request_rate") else 1),
+    )
+
+
 def write_endpoint_results(
     out: Path, title: str, env: dict[str, Any], rows: Sequence[Row]
 ) -> list[dict[str, Any]]:
     """requests.csv, endpoint.json and report.md; the summary row."""
     summary = totals(rows)
     routed = env.get("router") is not None
-    columns, replicas = request_columns(routed), per_replica(rows) if routed else []
+    columns, replicas = request_columns(REQUEST_COLUMNS, routed), per_replica(rows) if routed else []
     write_csv(out / "requests.csv", [r.shown() for r in rows])
     write_json(
         out / "endpoint.json",
@@ -232,6 +230,7 @@ def write_endpoint_results(
             "requests": [r.values() for r in rows],
         },
     )
+    write_json(out / "vllm_bench_serve.json", vllm_bench_serve(env, rows))
     errors = [
         f"- {r.sent.request.session} request {r.sent.turn}: {markdown_text(r.sent.exchange.error)}"
         for r in rows

@@ -19,6 +19,7 @@ from engine.bench.harness.fleet import FleetRun  # noqa: E402
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table  # noqa: E402
 from engine.bench.reporting.results import provenance, write_csv, write_json  # noqa: E402
 from engine.bench.reporting.stats import paired  # noqa: E402
+from engine.bench.reporting.vllm_bench import ServedRequest, vllm_bench_result  # noqa: E402
 
 COLUMNS = [
     "arm",
@@ -154,6 +155,25 @@ def plot_occupancy(runs: Sequence[FleetRun], total_blocks: int, out: Path, title
     _save(fig, ax, title, out)
 
 
+def vllm_bench_run(run: FleetRun, env: dict[str, Any]) -> dict[str, Any]:
+    """One run in `vllm bench serve`'s result keys: the engine in process (backend `kvtestbed-engine`), its
+    scheduled arrivals as send times, no per-token times (ITL null)."""
+    served = [
+        ServedRequest(q.prompt_tokens, q.output_tokens, q.ttft_s, q.end_s - q.arrival_s, None)
+        for q in run.requests
+    ]
+    agents = len({q.agent for q in run.requests})
+    return vllm_bench_result(
+        served,
+        run.makespan_s,
+        backend="kvtestbed-engine",
+        model_id=env["model"],
+        tokenizer_id=env["model"],
+        request_rate=run.rate,
+        max_concurrency=agents if run.rate is None else None,
+    )
+
+
 def write_fleet_results(
     out: Path,
     env: dict[str, Any],
@@ -171,6 +191,10 @@ def write_fleet_results(
     ]
     write_csv(out / "requests.csv", rows)
     write_csv(out / "summary.csv", list(summary))
+    (out / "vllm_bench_serve").mkdir(exist_ok=True)
+    for r in runs:  # each run as `vllm bench serve --save-result` writes one
+        name = f"{r.arm}-{'closed' if r.rate is None else f'{r.rate:g}rps'}-repeat{r.repeat}.json"
+        write_json(out / "vllm_bench_serve" / name, vllm_bench_run(r, env))
     lines = [
         "# Fleet: agents sharing one engine and one KV pool",
         "",

@@ -38,6 +38,13 @@ def test_fleet_runs_every_arm_and_load(tiny_dir, tmp_path) -> None:
     assert "over n = 1 repeats" in report and "too few repeats" in report and "Contention:" in report
     runs = json.loads((out / "fleet.json").read_text())["runs"]
     assert sorted(r["position"] for r in runs) == [0, 0, 1, 1] and all(r["load"]["wall_s"] > 0 for r in runs)
+    for r in runs:  # each run also as `vllm bench serve --save-result` writes one
+        rate = "closed" if r["rate"] is None else f"{r['rate']:g}rps"
+        name = f"{r['arm']}-{rate}-repeat{r['repeat']}.json"
+        vllm = json.loads((out / "vllm_bench_serve" / name).read_text())
+        assert vllm["completed"] == len(r["requests"]) == 6 and vllm["failed"] == 0
+        assert vllm["total_input_tokens"] == sum(q["prompt_tokens"] for q in r["requests"])
+        assert vllm["ttfts"] == [q["ttft_s"] for q in r["requests"]] and vllm["mean_itl_ms"] is None
 
 
 def test_agents_share_the_system_prompt_and_wait_for_their_replies(tiny_dir) -> None:

@@ -58,6 +58,9 @@ def test_reported_cached_tokens_equal_the_prediction(server, qwen_dir, tmp_path,
         "usage.prompt_tokens_details.cached_tokens" if api == "openai" else "usage.cache_read_input_tokens"
     )
     assert {r["cached_field"] for r in rows} == {source}
+    vllm = json.loads((tmp_path / "out" / "vllm_bench_serve.json").read_text())  # `vllm bench serve`'s keys
+    assert vllm["completed"] == 6 and vllm["ttfts"] == [r["ttft_s"] for r in rows]
+    assert vllm["total_input_tokens"] == sum(r["prompt_tokens"] for r in rows) and vllm["mean_ttft_ms"] > 0
     env = result["environment"]
     assert env["endpoint"] == server.url.removeprefix("http://") == env["options"]["endpoint"]
     assert env["served_model"] == str(qwen_dir) and env["server_cache_at_start"].startswith("emptied")
