@@ -91,6 +91,8 @@ def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None
         if kind == "assistant" and message.get("model") != SYNTHETIC:
             expect(message.get("id"), str, "message.id")
             expect(message.get("content"), list, "message.content")
+            if message.get("usage") is not None:
+                expect(message["usage"], dict, "message.usage")
         when = seconds(raw["timestamp"], "timestamp") if raw.get("timestamp") is not None else None
     except FieldError as e:
         raise TraceError(f"{where}: {e}") from None

@@ -103,6 +103,11 @@ def test_malformed_lines_name_the_line_and_field(tmp_path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(TraceError, match=r"line 5: message\.id: expected a string"):
         read_claude_code([path])
+    rows[4]["message"]["id"] = "msg_a1"
+    rows[4]["message"]["usage"] = "lots"  # was an AttributeError traceback
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TraceError, match=r"line 5: message\.usage: expected dict"):
+        read_claude_code([path])
 
 
 def test_claude_code_2_1_chains_run_through_attachments_progress_and_system_records(tmp_path: Path) -> None:
