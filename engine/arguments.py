@@ -115,6 +115,14 @@ def int_flag(minimum: int = 1, maximum: int | None = None) -> Callable[[str], in
     return parse
 
 
+def text_flag(value: str) -> str:
+    """argparse `type=` for a flag that names something (an address, a model name): a blank value is
+    argparse's one error line (`--host ""` bound every interface)."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError(f"must not be empty, got {value!r}")
+    return value
+
+
 def float_flag(
     minimum: float | None = None, *, positive: bool = False, maximum: float | None = None
 ) -> Callable[[str], float]:

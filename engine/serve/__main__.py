@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from engine.arguments import float_flag, int_flag
+from engine.arguments import float_flag, int_flag, text_flag
 from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import InvalidArgumentError
 from engine.runtime.loader import load
@@ -38,7 +38,10 @@ def parser() -> argparse.ArgumentParser:
     add_model_args(p)
     p.add_argument("--seed", type=int_flag(0), default=0, help="weights seed for synthetic: models")
     p.add_argument(
-        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+        "--host",
+        type=text_flag,
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1: this machine only)",
     )
     p.add_argument("--port", type=int_flag(1, 65535), default=8000, help="port (default 8000)")
     p.add_argument(
@@ -48,6 +51,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--served-model-name",
         action="append",
+        type=text_flag,
         default=None,
         help="a model name clients may ask for (repeatable; each has its own cache namespace; default: --model)",
     )

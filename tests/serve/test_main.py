@@ -52,15 +52,22 @@ def test_the_app_refuses_an_empty_key_too() -> None:
         build_state(None, ["m"], api_key="")  # type: ignore[arg-type]  # refused before the engine is read
 
 
-@pytest.mark.parametrize("port", ["99999", "65536", "0"])
-def test_a_port_out_of_range_is_one_argparse_line(port: str, capsys: pytest.CaptureFixture[str]) -> None:
-    """--port 99999 reached socket.bind and ended in an OverflowError traceback."""
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--port", "99999"], "--port: value must be at most 65535"),  # was an OverflowError traceback
+        (["--port", "65536"], "--port: value must be at most 65535"),
+        (["--port", "0"], "--port: value must be at least 1"),
+        (["--host", ""], "--host: must not be empty"),  # bound every interface
+        (["--host", " "], "--host: must not be empty"),
+        (["--served-model-name", ""], "--served-model-name: must not be empty"),
+    ],
+)
+def test_a_bad_flag_is_one_argparse_line(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as e:
-        parser().parse_args(["--model", "m", "--port", port])
+        parser().parse_args(["--model", "m", *args])
     assert e.value.code == 2
-    assert (
-        capsys.readouterr()
-        .err.strip()
-        .splitlines()[-1]
-        .startswith("python -m engine.serve: error: argument --port: value must be")
-    )
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"python -m engine.serve: error: argument {named}")
