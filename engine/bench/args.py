@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from engine.arguments import SEED_MAX, int_flag
 from engine.bench.harness.contention import busy_warning
@@ -17,6 +18,12 @@ from engine.errors import ModelNotFoundError
 from engine.loading.sources import resolve
 from engine.runtime.engine import Engine
 from engine.runtime.loader import load
+from engine.traces.formats import FORMATS
+from engine.traces.inputs import Inputs, load_inputs
+from engine.traces.mooncake import DEFAULT_BLOCK
+from engine.traces.sessions import interleave
+from engine.traces.shipped import EXAMPLES
+from engine.traces.supplied import load_supplied
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 FALLBACK_MODEL = "smollm2-135m"
@@ -86,3 +93,41 @@ def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
             file=sys.stderr,
         )
     return engine
+
+
+def add_trace_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of the commands that read traces (replay, cluster, export): the files and how to read them."""
+    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
+    parser.add_argument("traces", nargs="+", help=f"trace files (JSON list or JSONL), or {examples}")
+    parser.add_argument(
+        "--format",
+        choices=list(FORMATS),
+        default=None,
+        help="the traces' format (default: detected per file)",
+    )
+    parser.add_argument(
+        "--system-file",
+        type=Path,
+        default=None,
+        help="the system prompt, for traces that lack it (Claude Code)",
+    )
+    parser.add_argument(
+        "--tools-file",
+        type=Path,
+        default=None,
+        help="the tool definitions (JSON list), for traces that lack them (Claude Code, Codex)",
+    )
+    parser.add_argument(
+        "--hash-block-size",
+        type=int_flag(1),
+        default=None,
+        help=f"tokens per hash id in Mooncake-format traces (default {DEFAULT_BLOCK})",
+    )
+
+
+def read_traces(args: argparse.Namespace) -> Inputs:
+    """Every trace of `add_trace_args`, read; the requests in the order they were sent."""
+    supplied = load_supplied(args.system_file, args.tools_file)
+    inputs = load_inputs(args.traces, args.format, supplied, args.hash_block_size)
+    inputs.requests = interleave(inputs.requests)
+    return inputs

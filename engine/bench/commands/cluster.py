@@ -19,7 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from engine.arguments import float_flag, int_flag
-from engine.bench.args import add_run_args
+from engine.bench.args import add_run_args, add_trace_args, read_traces
 from engine.bench.harness.cluster_inputs import LAYOUTS, workloads_of
 from engine.bench.reporting.cluster_report import COLUMNS, shown, write_cluster_results
 from engine.bench.reporting.replay_report import table
@@ -33,12 +33,6 @@ from engine.cluster.simulate import ClusterConfig, simulate
 from engine.cluster.workload import Workload
 from engine.errors import InvalidArgumentError
 from engine.kv.pool import DEFAULT_CACHE_TOKENS
-from engine.traces.formats import FORMATS
-from engine.traces.inputs import load_inputs
-from engine.traces.mooncake import DEFAULT_BLOCK
-from engine.traces.sessions import interleave
-from engine.traces.shipped import EXAMPLES
-from engine.traces.supplied import load_supplied
 
 DEFAULT_COST = "h100-llama-3.1-8b"
 
@@ -51,21 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog=docs_link("cluster.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
-    p.add_argument("traces", nargs="+", help=f"trace files (every format replay reads), or {examples}")
-    p.add_argument(
-        "--format", choices=list(FORMATS), default=None, help="the traces' format (default: detected)"
-    )
-    p.add_argument("--system-file", type=Path, default=None, help="the system prompt (Claude Code traces)")
-    p.add_argument(
-        "--tools-file", type=Path, default=None, help="the tools, a JSON list (Claude Code, Codex)"
-    )
-    p.add_argument(
-        "--hash-block-size",
-        type=int_flag(1),
-        default=None,
-        help=f"tokens per hash id in Mooncake-format traces (default {DEFAULT_BLOCK})",
-    )
+    add_trace_args(p)
     p.add_argument(
         "--replicas", type=int_flag(1, 1024), nargs="+", default=[1, 2, 4, 8], help="replica counts"
     )
@@ -192,10 +172,7 @@ def cost_model(args: argparse.Namespace, out: Path) -> CostModel:
 
 def main(args: argparse.Namespace) -> int:
     check_out(args)
-    inputs = load_inputs(
-        args.traces, args.format, load_supplied(args.system_file, args.tools_file), args.hash_block_size
-    )
-    inputs.requests = interleave(inputs.requests)
+    inputs = read_traces(args)
     workloads, model = workloads_of(args, inputs)
     workload = workloads[0]
     blocks = pool_blocks(args, workload)  # one pool size for every layout

@@ -19,16 +19,11 @@ import sys
 from pathlib import Path
 
 from engine.arguments import int_flag
-from engine.bench.args import SEED_MAX
+from engine.bench.args import SEED_MAX, add_trace_args, read_traces
 from engine.bench.harness.cluster_inputs import text_input
 from engine.cli import add_model_args, docs_link
 from engine.errors import InvalidArgumentError, TraceError
-from engine.traces.formats import FORMATS
-from engine.traces.inputs import load_inputs
-from engine.traces.mooncake import DEFAULT_BLOCK, HashRequest, HashTrace, coarser, mooncake_lines
-from engine.traces.sessions import interleave
-from engine.traces.shipped import EXAMPLES
-from engine.traces.supplied import load_supplied
+from engine.traces.mooncake import HashRequest, HashTrace, coarser, mooncake_lines
 
 TEXT_BLOCK = 16  # the engine's default block size
 
@@ -41,23 +36,9 @@ def register(commands: argparse._SubParsersAction) -> None:
         epilog=docs_link("replay.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
-    p.add_argument("traces", nargs="+", help=f"trace files (every format replay reads), or {examples}")
-    p.add_argument(
-        "--format", choices=list(FORMATS), default=None, help="the traces' format (default: detected)"
-    )
+    add_trace_args(p)
     p.add_argument(
         "--to", choices=["mooncake"], default="mooncake", help="the format written (default mooncake)"
-    )
-    p.add_argument("--system-file", type=Path, default=None, help="the system prompt (Claude Code traces)")
-    p.add_argument(
-        "--tools-file", type=Path, default=None, help="the tools, a JSON list (Claude Code, Codex)"
-    )
-    p.add_argument(
-        "--hash-block-size",
-        type=int_flag(1),
-        default=None,
-        help=f"tokens per hash id in the Mooncake-format traces read (default {DEFAULT_BLOCK})",
     )
     add_model_args(p, default_model="auto")
     p.set_defaults(block_size=None)
@@ -87,9 +68,7 @@ def main(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"--out {out}: " + ("a folder" if out.is_dir() else "exists (pass --overwrite to replace it)")
         )
-    inputs = load_inputs(
-        args.traces, args.format, load_supplied(args.system_file, args.tools_file), args.hash_block_size
-    )
+    inputs = read_traces(args)
     left_out = 0
     if inputs.hash_traces:
         if inputs.requests or len(inputs.hash_traces) > 1:
@@ -97,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
         source = inputs.hash_traces[0][1]
         trace = coarser(source, args.block_size or source.block_size)
     else:
-        requests = interleave(inputs.requests)
+        requests = inputs.requests
         if not requests:
             raise TraceError(
                 "these traces hold no requests: " + ("; ".join(inputs.notes) or "nothing to export")

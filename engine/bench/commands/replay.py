@@ -20,11 +20,10 @@ against one local cache: hit rate against capacity, LRU against fewest-reuses ev
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from engine.arguments import float_flag, int_flag
-from engine.bench.args import add_bench_args, open_engine
+from engine.bench.args import add_bench_args, add_trace_args, open_engine, read_traces
 from engine.bench.harness.endpoint import add_endpoint_args
 from engine.bench.harness.hash_analysis import run_hash_analysis
 from engine.bench.harness.replayer import Conversation, Replayer, Request, finished_turns
@@ -37,14 +36,8 @@ from engine.cli import docs_link
 from engine.cluster.routers import ROUTERS
 from engine.errors import TraceError
 from engine.traces.analysis import replies
-from engine.traces.formats import FORMATS
-from engine.traces.inputs import Inputs, load_inputs
-from engine.traces.mooncake import DEFAULT_BLOCK
 from engine.traces.providers.registry import ALL, rule_names
 from engine.traces.request import TraceRequest
-from engine.traces.sessions import interleave
-from engine.traces.shipped import EXAMPLES
-from engine.traces.supplied import load_supplied
 
 TURN_COLUMNS = [
     "turn",
@@ -70,32 +63,7 @@ def register(commands: Any) -> None:
         epilog=docs_link("replay.md"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    examples = ", ".join(f"example:{name}" for name in EXAMPLES)
-    p.add_argument("traces", nargs="+", help=f"trace files (JSON list or JSONL), or {examples}")
-    p.add_argument(
-        "--format",
-        choices=list(FORMATS),
-        default=None,
-        help="the traces' format (default: detected per file)",
-    )
-    p.add_argument(
-        "--system-file",
-        type=Path,
-        default=None,
-        help="the system prompt, for traces that lack it (Claude Code)",
-    )
-    p.add_argument(
-        "--tools-file",
-        type=Path,
-        default=None,
-        help="the tool definitions (JSON list), for traces that lack them (Claude Code, Codex)",
-    )
-    p.add_argument(
-        "--hash-block-size",
-        type=int_flag(1),
-        default=None,
-        help=f"tokens per hash id in Mooncake-format traces (default {DEFAULT_BLOCK})",
-    )
+    add_trace_args(p)
     p.add_argument(
         "--analyze", action="store_true", help="no model forward: tokenizer and chat template only"
     )
@@ -129,16 +97,8 @@ def register(commands: Any) -> None:
     p.set_defaults(func=main)
 
 
-def load_requests(args: argparse.Namespace) -> Inputs:
-    """Every trace, read; the requests in the order they were sent."""
-    supplied = load_supplied(args.system_file, args.tools_file)
-    inputs = load_inputs(args.traces, args.format, supplied, args.hash_block_size)
-    inputs.requests = interleave(inputs.requests)
-    return inputs
-
-
 def main(args: argparse.Namespace) -> int:
-    inputs = load_requests(args)
+    inputs = read_traces(args)
     if inputs.hash_traces:
         if inputs.requests or not args.analyze or args.endpoint is not None:
             raise TraceError(
