@@ -2,7 +2,7 @@
 engine holds it (or refused it) while watching for the client going away, then answer: an error, the whole
 response, or a stream, which opens then and sends a keep-alive whenever nothing else was sent for a while.
 A client that disconnects (waiting, generating or streaming) has its job aborted, which releases its
-blocks."""
+blocks; what the engine had computed for it by then is still recorded (`Job.unanswered`)."""
 
 from __future__ import annotations
 
@@ -150,6 +150,7 @@ async def answer(
     holds the request, every check passed; a whole answer waits for the last event. `answering` holds the
     jobs being answered, for the drain at shutdown (engine/serve/shutdown.py)."""
     job = Job(req, asyncio.get_running_loop())
+    job.unanswered = lambda fin: record(req, api.usage(fin), fin.report)
     worker.submit(job)
     answering.add(job)
     watch = DisconnectWatch(request)

@@ -139,10 +139,19 @@ class Preparer:
             )
 
     def finish(
-        self, req: ChatRequest, p: Prepared, gen: Generation, waited_s: float, first_token: float
+        self,
+        req: ChatRequest,
+        p: Prepared,
+        gen: Generation,
+        waited_s: float,
+        first_token: float | None,
+        kv_tokens: int | None = None,
     ) -> Finished:
         """The finished request's report (`waited_s`: all its time in queues; `first_token`: perf_counter
-        when its first token came); the session remembers it, the page and the metrics show it."""
+        when its first token came, None if none did); the session remembers it, the page and the metrics
+        show it. `kv_tokens`: the request was aborted (its client left) with the K/V of its first
+        `kv_tokens` tokens computed, which stay in the cache: the report says `aborted`, the session
+        remembers those tokens."""
         trace = replace(p.trace, session=p.match.session)
         ends = self.renderer.message_ends(trace, p.prompt)
         rendered = RenderedPrompt(p.prompt.ids, p.prompt.text, self.renderer.regions(trace, p.prompt, ends))
@@ -163,7 +172,9 @@ class Preparer:
             p.match.session,
             req.model,
             len(p.prompt.ids),
-            token_array(p.prompt.ids + gen.token_ids[:-1]),
+            token_array(
+                (p.prompt.ids + gen.token_ids)[:kv_tokens] if kv_tokens else p.prompt.ids + gen.token_ids[:-1]
+            ),
         )
         with self.sessions_lock:
             self.sessions.remember(past)
@@ -174,17 +185,18 @@ class Preparer:
             "lookup_s": gen.timing.lookup_s,
             "prefill_s": gen.timing.prefill_s,
             "ttft_s": gen.timing.ttft_s,
-            "server_ttft_s": first_token - req.submitted_clock,
+            "server_ttft_s": first_token - req.submitted_clock if first_token is not None else None,
             "decode_s": gen.timing.decode_s,
             "decode_tokens_per_s": gen.timing.decode_tokens_per_s,
         }
         report = build_report(
             req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing, p.cache_scope
-        )
+        ) | {"aborted": kv_tokens is not None}
         self.page.add(page_entry(req, report, rendered))
-        self.metrics.first_token(
-            timing["server_ttft_s"], gen.usage.prompt_tokens, gen.usage.completion_tokens
-        )
+        if kv_tokens is None:
+            self.metrics.first_token(
+                timing["server_ttft_s"], gen.usage.prompt_tokens, gen.usage.completion_tokens
+            )
         full_text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         return Finished(gen, report, full_text)
 

@@ -12,10 +12,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from engine.errors import EngineError
 from engine.runtime.engine import Engine
-from engine.runtime.outputs import Generation
+from engine.runtime.outputs import Generation, Timing, Usage
+from engine.runtime.request import Request
 from engine.serve.errors import from_engine
 from engine.serve.metrics import Metrics
 from engine.serve.preparation import Prepared, Preparer
@@ -75,6 +77,20 @@ class Processor:
             event = self._failed(job, e)
         job.emit(event)
         self.metrics.ended(job.request.api, "finished" if isinstance(event, Finished) else "failed")
+        if isinstance(event, Finished) and job.cancelled.is_set() and job.unanswered is not None:
+            job.unanswered(event)  # it finished as its client left: nobody else records it
+
+    def _report_left(self, flight: Flight, gen: Generation, kv_tokens: int) -> None:
+        """The report of a request its client left after its admission, recorded (`aborted`: true)."""
+        job = flight.job
+        try:
+            fin = self.preparer.finish(
+                job.request, flight.prepared, gen, flight.waited_s, flight.first_token, kv_tokens
+            )
+            if job.unanswered is not None:
+                job.unanswered(fin)
+        except Exception:  # noqa: BLE001 - the client is gone: only the log can tell
+            log.exception("the report of abandoned request %s failed", job.request.request_id)
 
     # ---- on the engine thread -----------------------------------------------------------------------
     def add(self, job: Job) -> None:
@@ -110,11 +126,18 @@ class Processor:
             flight.job.emit(Admitted(len(flight.prepared.prompt.ids), cached_tokens))
 
     def abort(self, job: Job) -> None:
-        """The client went away: the engine drops the request and releases its blocks now."""
-        flight = self.flying.pop(job.request.request_id, None)
-        if flight is not None:
-            self.engine.abort(job.request.request_id)
-            self._end(job, Aborted(), "aborted", waiting=not flight.admitted)
+        """The client went away: the engine drops the request and releases its blocks now. One admitted to
+        a step has computed K/V that stays in the prefix cache: its report is made and recorded (aborted)."""
+        rid = job.request.request_id
+        flight = self.flying.pop(rid, None)
+        if flight is None:
+            return
+        held = self.engine.requests.get(rid) if flight.admitted else None
+        kv_tokens = held.seq.num_kv if held is not None else 0
+        self.engine.abort(rid)
+        self._end(job, Aborted(), "aborted", waiting=not flight.admitted)
+        if held is not None and kv_tokens > 0:
+            self._off_thread(self._report_left, flight, left_generation(held), kv_tokens)
 
     def has_unfinished(self) -> bool:
         return bool(self.flying)
@@ -155,7 +178,15 @@ class Processor:
             del self.flying[out.request_id]
             self.load.served(now - flight.added)
             self.metrics.cache(self.engine.cache_stats())  # the pool as this request left it
-            self.preparer.pool.submit(self._report, flight, out.generation)
+            self._off_thread(self._report, flight, out.generation)
+
+    def _off_thread(self, work: Callable[..., None], *args: Any) -> None:
+        """Hand `work` to the preparation threads; dropped once they are shut down (the server is stopping:
+        its clients have their answers or their errors already)."""
+        try:
+            self.preparer.pool.submit(work, *args)
+        except RuntimeError:  # cannot schedule new futures after shutdown
+            log.debug("server stopping: %s not run", work.__name__)
 
     def _failed(self, job: Job, error: Exception) -> Failed:
         if not isinstance(error, EngineError):
@@ -169,3 +200,17 @@ class Processor:
             self.load.leave()
         job.emit(event)
         self.metrics.finished(job.request.api, outcome, self.engine.cache_stats())
+
+
+def left_generation(held: Request) -> Generation:
+    """What an aborted request had generated (finish_reason `abort`), from the engine thread."""
+    if held.token_times:
+        return held.generation("")
+    u = Usage(
+        held.seq.num_prompt,
+        held.cached_tokens,
+        held.seq.num_prompt - held.cached_tokens,
+        0,
+        held.cached_tokens,
+    )
+    return Generation([], "", u, Timing(0.0, held.lookup_s, 0.0), held.seq.token_ids, "abort")

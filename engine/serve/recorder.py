@@ -1,6 +1,7 @@
 """`--record FILE.jsonl`: one line per answered request, in the envelope `bench replay` reads
 (`timestamp`, `session_id`, `body`), plus the trace format of the body (`format`), the response's `usage`
-and its `kvtestbed` object. A request its client abandoned is not recorded.
+and its `kvtestbed` object. A request its client abandoned is recorded once the engine had computed any of
+it (it filled the cache), its `kvtestbed` object saying `aborted`: true.
 
 - Nothing is overwritten: the file is opened for appending, and each line is written whole and at once
   (one write of the encoded line, newline last), so a crash loses at most the requests in flight.

@@ -72,6 +72,9 @@ class Job:
         self.events: asyncio.Queue[Event] = asyncio.Queue()
         self.cancelled = threading.Event()  # set by the asyncio side; read by the other threads
         self.prepared: Any = None  # what the backend's preparation made of the request
+        # How the request is recorded when its client has gone but the engine worked on it (it filled the
+        # cache): called from a preparation thread with its report (`aborted` true when it was cut short).
+        self.unanswered: Callable[[Finished], None] | None = None
 
     def emit(self, event: Event) -> None:
         """From the engine thread: deliver `event` to the asyncio side."""

@@ -11,7 +11,8 @@ envelope may say besides:
 - `kvtestbed`: the report of the engine.serve that answered (its own `--record` writes it): the usage is
   then that server's (provider `kvtestbed`, compared with the local rule), with the prompt tokens it wrote
   to its cache (`cache_written_tokens`) as the writes on either API, whether the reply was cut at its token
-  limit (`finish_reason` `length`: no end-of-turn token was generated, so none was cached), and its cache
+  limit or by its client leaving (`finish_reason` `length` or `abort`: no end-of-turn token was generated, so
+  none was cached), and its cache
   namespace, the served model name (`model`) and, under `--isolate-cache`, the client's (`cache_scope`).
 """
 
@@ -80,8 +81,9 @@ def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedU
 
 
 def reply_cut(envelope: Envelope) -> bool:
-    """Whether the server says it cut the reply at its token limit."""
-    return envelope.server is not None and envelope.server.get("finish_reason") == "length"
+    """Whether the server says the reply ended before an end-of-turn token: cut at its token limit, or
+    aborted when its client went away."""
+    return envelope.server is not None and envelope.server.get("finish_reason") in ("length", "abort")
 
 
 def cache_salt(envelope: Envelope, model: str | None) -> str:

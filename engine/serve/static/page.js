@@ -14,7 +14,7 @@ function cell(row, text, cls) {
 }
 
 function ms(seconds) {
-  return seconds === undefined ? "" : `${(seconds * 1000).toFixed(0)} ms`;
+  return seconds === undefined || seconds === null ? "" : `${(seconds * 1000).toFixed(0)} ms`;
 }
 
 // The text around a spot marked ⟂, 24 characters either side, line breaks shown as ↵.
@@ -62,7 +62,7 @@ function add(r) {
   cell(row, `${r.cached_tokens} (${((100 * r.cached_tokens) / Math.max(r.prompt_tokens, 1)).toFixed(0)}%)`, "num cached-tokens");
   cell(row, ms(r.timing.server_ttft_s), "num");
   cell(row, ms(r.timing.queue_s), "num");
-  cell(row, r.miss_reason || "-", "reason");
+  cell(row, (r.aborted ? "aborted (client left) · " : "") + (r.miss_reason || "-"), "reason");
   const spot = r.divergence || r.reuse_end;
   const where = cell(row, "", "where");
   where.append(Object.assign(document.createElement("b"), { textContent: `${spot.region}: ` }), around(spot.text));
