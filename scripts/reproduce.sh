@@ -25,6 +25,7 @@ STEPS=(
   "compaction|$PY -m engine.bench compaction --model $M --out $R/compaction-smollm2-135m-cpu --overwrite"
   "sink|$PY -m engine.bench sink --model $M --check-transformers --out $R/sink-smollm2-135m-cpu --overwrite"
   "status-attention|$PY -m engine.bench status-attention --model $M --out $R/status-attention-smollm2-135m-cpu --overwrite"
+  "needle|$PY -m engine.bench needle --model $M --out $R/needle-smollm2-135m-cpu --overwrite"
   "heatmap-chat-layer24|$HEAT --messages $R/heatmaps/chat.json --layer 24 --head mean --transform log --max-new-tokens 8 --out $R/heatmaps/chat-layer24-log.png --overwrite"
   "heatmap-chat-layers|$HEAT --messages $R/heatmaps/chat.json --layer all --head mean --transform sqrt --out $R/heatmaps/chat-layers-sqrt.png --overwrite"
   "heatmap-chat-grid|$HEAT --messages $R/heatmaps/chat.json --layer all --head all --transform exclude-sink --out $R/heatmaps/chat-layer-head-grid.png --overwrite"

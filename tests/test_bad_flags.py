@@ -50,6 +50,9 @@ BENCH = [
     (("sink", "--first-k", "0"), r"--first-k: value must be at least 1, got 0"),
     (("sink", "--epsilon", "2"), r"--epsilon: value must be at most 1\.0, got 2\.0"),
     (("status-attention", "--max-new-tokens", "0"), r"--max-new-tokens: value must be at least 1, got 0"),
+    (("needle", "--lengths", "1000", "10"), r"--lengths: value must be at least 64, got 10"),
+    (("needle", "--positions", "bottom"), r"--positions: invalid choice: 'bottom'"),
+    (("needle", "--facts", "0"), r"--facts: value must be at least 1, got 0"),
 ]
 # (arguments after `python -m engine.viz heatmap --model smollm2-135m --prompt hi`, the error line)
 HEATMAP = [

@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_compose,
         kv_edit,
         layout,
+        needle,
         replay,
         sink,
         status_attention,
@@ -38,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         status_attention,
         kv_edit,
         kv_compose,
+        needle,
     ):
         module.register(commands)
     args = parser.parse_args(argv)

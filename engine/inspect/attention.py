@@ -85,18 +85,32 @@ def attention_rows(
     def observe(layer: int, q: torch.Tensor, k: torch.Tensor) -> None:
         if layer not in wanted:
             return
-        k = k[:, kv_head].float().transpose(0, 1)  # [heads, length, head_dim]
         for first in range(0, len(row), step):
             r = row[first : first + step]
-            scores = (q[r][:, head].float().transpose(0, 1) * scale) @ k.transpose(
-                1, 2
-            )  # [heads, rows, length]
+            scores = head_scores(q[r], k, head, kv_head, scale)  # [heads, rows, length]
             scores.masked_fill_(
                 keys[None, None, :] > r[None, :, None], float("-inf")
             )  # causal: row r sees 0..r
             sink(layer, first, scores.softmax(-1).cpu())
 
     model(ids, StepContext.plain(len(ids), observe=observe))
+
+
+def head_scores(
+    q: torch.Tensor, k: torch.Tensor, heads: torch.Tensor, kv_head: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Float32 scaled scores `[heads, rows, keys]` of queries q `[rows, all heads, head_dim]` against keys
+    k `[keys, kv_heads, head_dim]`: query head heads[i] reads KV head kv_head[i]. With every head chosen,
+    query heads are grouped by their KV head (h = kv × group + j) and K is read in place, not gathered."""
+    rows, all_heads, dim = q.shape
+    kv_heads = k.shape[1]
+    if heads.numel() == all_heads and bool((heads == torch.arange(all_heads, device=heads.device)).all()):
+        group = all_heads // kv_heads
+        grouped = q.float().view(rows, kv_heads, group, dim).permute(1, 2, 0, 3).reshape(kv_heads, -1, dim)
+        scores = (grouped * scale) @ k.float().permute(1, 2, 0)  # [kv_heads, group × rows, keys]
+        return scores.view(all_heads, rows, -1)
+    keys = k[:, kv_head].float().transpose(0, 1)  # [heads, keys, head_dim]
+    return (q[:, heads].float().transpose(0, 1) * scale) @ keys.transpose(1, 2)
 
 
 def capture(

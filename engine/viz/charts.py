@@ -36,13 +36,35 @@ def line_chart(
 
 def layer_head_matrices(matrices: Mapping[str, torch.Tensor], out: Path, *, title: str, label: str) -> None:
     """Side-by-side [layers, heads] heatmaps on one colour scale, layer 0 at the top."""
+    matrix_grid(matrices, out, title=title, label=label, xlabel="head", ylabel="layer")
+
+
+def matrix_grid(
+    matrices: Mapping[str, torch.Tensor],
+    out: Path,
+    *,
+    title: str,
+    label: str,
+    xlabel: str,
+    ylabel: str,
+    yticklabels: Sequence[str] | None = None,
+) -> None:
+    """Side-by-side [rows, columns] heatmaps on one colour scale, row 0 at the top; `yticklabels` names
+    every row (default: every other row's index)."""
     vmax = max(float(m.max()) for m in matrices.values())
-    fig, axes = plt.subplots(1, len(matrices), figsize=(2.2 + 2.6 * len(matrices), 7), squeeze=False)
-    for ax, (name, m) in zip(axes[0], matrices.items(), strict=True):
+    tall = 7 if yticklabels is None else 1.5 + 0.45 * len(yticklabels)
+    fig, axes = plt.subplots(1, len(matrices), figsize=(2.2 + 2.6 * len(matrices), tall), squeeze=False)
+    for i, (ax, (name, m)) in enumerate(zip(axes[0], matrices.items(), strict=True)):
         im = ax.imshow(m.numpy(), aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
-        ax.set(title=name, xlabel="head", ylabel="layer")
-        ax.set_xticks(range(m.shape[1]))
-        ax.set_yticks(range(0, m.shape[0], 2))
+        ax.set(title=name, xlabel=xlabel)
+        ax.set_xticks(range(0, m.shape[1], 1 if m.shape[1] <= 16 else 4))
+        if yticklabels is None:
+            ax.set_yticks(range(0, m.shape[0], 2))
+            ax.set_ylabel(ylabel)
+        else:
+            ax.set_yticks(range(len(yticklabels)), yticklabels if i == 0 else [""] * len(yticklabels))
+            if i == 0:
+                ax.set_ylabel(ylabel)
     fig.colorbar(im, ax=axes[0].tolist(), label=label)
     fig.suptitle(title)
     _save(fig, out)

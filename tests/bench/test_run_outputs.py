@@ -15,7 +15,7 @@ from engine.errors import OutputError
 from engine.runtime.engine import Engine
 from tests.traces.billing_trace import trace_turns
 
-COMMANDS = ["layout", "replay", "statusbar", "compaction", "sink", "status-attention"]
+COMMANDS = ["layout", "replay", "statusbar", "compaction", "sink", "status-attention", "needle"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
