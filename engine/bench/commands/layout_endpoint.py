@@ -28,6 +28,7 @@ from engine.bench.reporting.endpoint_report import (
     REQUEST_COLUMNS,
     Row,
     endpoint_environment,
+    vllm_bench_serve,
 )
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import provenance, write_csv, write_json
@@ -131,6 +132,10 @@ def layout_endpoint(args: argparse.Namespace) -> int:
     flat = [r.shown() | {"pass": p, "kind": kind, "layout": r.sent.request.session} for p, kind, r in rows]
     write_csv(out / "requests.csv", flat)
     write_json(out / "layout.json", {"environment": env, "summary": summary, "requests": flat})
+    (out / "vllm_bench_serve").mkdir(exist_ok=True)
+    for name, kind in dict.fromkeys((r.sent.request.session, kind) for _, kind, r in rows):
+        mine = [r for _, k, r in rows if k == kind and r.sent.request.session == name]
+        write_json(out / "vllm_bench_serve" / f"{name}-{kind}.json", vllm_bench_serve(env, mine))
     lines = [
         f"# Layout replay against {endpoint.host}, {args.scale} scale",
         "",

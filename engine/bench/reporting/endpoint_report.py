@@ -199,8 +199,8 @@ def vllm_bench_serve(env: dict[str, Any], rows: Sequence[Row]) -> dict[str, Any]
         served.append(
             ServedRequest(prompt, rep.completion_tokens, ex.ttft_s, ex.e2e_s, list(ex.itl_s), ex.error or "")
         )
-    ends = [r.sent.started_s + (r.sent.exchange.e2e_s or 0.0) for r in rows]
-    duration = max(ends) - min(r.sent.started_s for r in rows) if rows else 0.0
+    sent = [r.sent.exchange for r in rows if r.sent.exchange.sent_s > 0]  # perf_counter when each was sent
+    duration = max(x.sent_s + (x.e2e_s or 0.0) for x in sent) - min(x.sent_s for x in sent) if sent else 0.0
     options = env["options"]
     return vllm_bench_result(
         served,

@@ -54,8 +54,13 @@ def test_layouts_against_a_live_server(server, qwen_dir, tmp_path) -> None:
     assert summary["stable-first"]["ttft_ratio"] == 1.0 and summary["stable-first"]["cold_ttft_s"] > 0
     assert summary["stable-first"]["cached_share"] > summary["timestamp-first"]["cached_share"]
     assert "reset" in result["environment"]["isolation"]
+    for name in ("stable-first", "timestamp-first"):  # per layout and kind, in `vllm bench serve`'s keys
+        warm = json.loads((tmp_path / "out" / "vllm_bench_serve" / f"{name}-warm.json").read_text())
+        mine = [r for r in rows if r["layout"] == name and r["kind"] == "warm"]
+        assert warm["completed"] == len(mine) == 4 and warm["duration"] > 0
+        assert warm["ttfts"] == [r["ttft_s"] for r in mine] and warm["max_concurrency"] == 1
     for path in (tmp_path / "out").rglob("*"):
-        assert KEY not in path.read_text()
+        assert not path.is_file() or KEY not in path.read_text()
 
 
 def test_a_cache_salt_the_server_refuses_fails_on_every_row(server, qwen_dir, tmp_path) -> None:
