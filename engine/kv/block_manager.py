@@ -12,8 +12,8 @@ Invariants (checked by the property test in tests/kv/test_block_manager.py):
 
 Listeners (`listeners`, empty unless a server publishes KV events: engine/serve/kv_events.py) are called on
 the thread that changes the cache, after the change: `("stored", [(hash, parent, token_ids), ...])` for the
-blocks one `publish` entered in the table, in chain order (parent None for a chain's first block); `("removed", [hash])` for an evicted block;
-`("cleared", [])` on `reset`.
+blocks one `publish` entered in the table, in chain order (parent None for a chain's first block);
+`("removed", [hash])` for an evicted block; `("cleared", [])` on `reset`.
 
 The pool is lazy: a block that was never used has no object, so a what-if cache of any size costs only what
 its requests touch. Growing a sequence takes free blocks and never fails halfway: it either covers the asked
@@ -163,7 +163,8 @@ class BlockManager:
             if h not in self.table:  # if an equal block is cached already, that one stays the cached copy
                 self.table[h] = block.id
                 block.hash, block.parent, block.token_ids = h, parent, tokens
-                stored.append((h, parent if i else None, tokens))
+                if self.listeners:
+                    stored.append((h, parent if i else None, tokens))
         if stored:
             self._emit("stored", stored)
 
