@@ -13,7 +13,6 @@ import pytest
 
 from engine.bench.__main__ import main
 from engine.errors import EngineError
-from tests.bench.commands.test_replay_endpoint import two_sessions
 from tests.serve.conftest import Server, start, stop, wait_ready
 
 CACHE_TOKENS = "8192"
@@ -57,11 +56,23 @@ def hosts(replicas: list[Server]) -> list[str]:
 
 
 def short_sessions(tmp_path: Path) -> list[str]:
-    """The shipped OpenAI session's first three requests, as two sessions (`two_sessions`)."""
-    paths = two_sessions(tmp_path)
-    for path in paths:
-        lines = Path(path).read_text().splitlines(keepends=True)
-        Path(path).write_text("".join(lines[:TURNS]))
+    """Two sessions of the same short conversation (TURNS requests, each carrying the replies before it),
+    as two trace files: small prompts, so the replicas answer fast."""
+    system = {"role": "system", "content": "You are a terse assistant for a garden shop. " * 4}
+    questions = ["Which herbs grow in shade?", "And in full sun?", "Which of those need the least water?"]
+    paths = []
+    for name in ("alpha", "beta"):
+        messages, lines = [system], []
+        for t, q in enumerate(questions[:TURNS]):
+            messages = [*messages, {"role": "user", "content": q}]
+            body = {"model": "m", "messages": messages}
+            lines.append(
+                json.dumps({"timestamp": f"2026-01-01T00:00:{10 * t:02d}Z", "session_id": name, "body": body})
+            )
+            messages = [*messages, {"role": "assistant", "content": f"Answer {t + 1}: mint, parsley."}]
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        paths.append(str(path))
     return paths
 
 
