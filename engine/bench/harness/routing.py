@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from engine.cluster.pools import LruPool
 from engine.cluster.routers import ROUTERS, RouterSettings
 from engine.cluster.workload import ClusterRequest, TokenPrompt, token_workload
+from engine.errors import InvalidArgumentError
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 
@@ -74,7 +75,13 @@ class LiveRouter:
         for r in requests:
             prompt = renderer.prompt(r)
             prompts.append(TokenPrompt(0.0, r.session, prompt.ids, [], prompt.text, max_tokens))
-        self.requests = token_workload("routed", prompts, block_size).requests
+        workload = token_workload("routed", prompts, block_size)
+        if workload.requests and workload.most_blocks > capacity_blocks:
+            raise InvalidArgumentError(
+                f"a prompt of this trace fills {workload.most_blocks * block_size:,} tokens of cache; the "
+                f"predicted cache holds {capacity_blocks * block_size:,}: give --cache-tokens at least that"
+            )
+        self.requests = workload.requests
         self.router = ROUTERS[name](replicas, RouterSettings(), block_size, seed)
         self.replicas = [LiveReplica(capacity_blocks, block_size) for _ in range(replicas)]
         self.block, self.max_tokens = block_size, max_tokens
