@@ -7,8 +7,9 @@ and what each reader skipped kept as notes."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from engine.errors import TraceError
@@ -24,6 +25,7 @@ from engine.traces.supplied import Supplied
 
 SUFFIXES = (".jsonl", ".json", ".har")
 NEEDS_SUPPLIED = ("claude-code", "codex")  # the formats that lack the system prompt or the tools
+MAX_SESSION_CHARS = 256  # a longer session name is shortened (`short_session`): it labels tables and plots
 
 
 @dataclass
@@ -112,7 +114,19 @@ def load_inputs(
             _keep(out, str(path), read_file(path, kind, supplied))
         elif kind == "body":
             out.requests += load_trace(path, fmt, name)
+    out.requests = [
+        r if len(r.session) <= MAX_SESSION_CHARS else replace(r, session=short_session(r.session))
+        for r in out.requests
+    ]
     return out
+
+
+def short_session(name: str) -> str:
+    """A session name over MAX_SESSION_CHARS as its first 48 characters and a digest of the whole: still
+    one name per session, and bounded wherever it is shown (a 20 MB session id took minutes and GBs to
+    draw in the plots' labels)."""
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name[:48]}...sha256:{digest}"
 
 
 def _keep(out: Inputs, source: str, read: Read) -> None:

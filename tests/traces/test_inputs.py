@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TraceError
-from engine.traces.inputs import load_inputs
+from engine.traces.inputs import MAX_SESSION_CHARS, load_inputs
 from engine.traces.shipped import EXAMPLES
 from engine.traces.supplied import Supplied, load_supplied
 from tests.traces.conversation import chat
@@ -76,3 +76,14 @@ def test_two_files_of_one_name_are_two_sessions_and_one_file_twice_is_refused(tm
         load_inputs(["example:anthropic", "example:anthropic"])
     with pytest.raises(TraceError, match=r"trace .*day1/trace.jsonl is given twice: give each file once"):
         load_inputs([day1, str(tmp_path / "day1")])  # again, inside a folder given
+
+
+def test_a_session_name_past_the_bound_is_shortened_one_name_per_session(tmp_path: Path) -> None:
+    """A 20 MB session id took minutes and GBs of memory to draw in the analysis plots' labels."""
+    long_a, long_b = "a" * 300_000, "a" * 299_999 + "b"
+    rows = [{"session_id": s, "body": chat()} for s in (long_a, long_b, long_a, "short")]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    sessions = [r.session for r in load_inputs([path]).requests]
+    assert sessions[3] == "short" and sessions[0] == sessions[2] != sessions[1]
+    assert all(len(s) <= MAX_SESSION_CHARS and s.startswith("a" * 48 + "...sha256:") for s in sessions[:3])
