@@ -6,7 +6,9 @@
 `response.output_text.done`, `response.content_part.done`, for a function call
 `response.function_call_arguments.delta`s and `.done`, then `response.output_item.done`; last
 `response.completed` (`response.incomplete` when the reply was cut at `max_output_tokens`) with the usage.
-Every event carries its `sequence_number`; keep-alives are SSE comments. The output items are built from the
+Every event carries its `sequence_number`. Keep-alives are SSE comments until `response.created`, then
+`keepalive` events (`{"type": "keepalive", "sequence_number": n}`), as OpenAI sends them on long streams:
+Codex's idle timeout counts events, not comments. The output items are built from the
 answer's pieces (engine/serve/streaming.py) in both forms, so a streamed response ends with the same items
 as a whole one. The `kvtestbed` object rides on the response object (the last event's, when streaming). A
 response not made with `store: false` is kept for `previous_response_id` (engine/serve/response_store.py).
@@ -199,10 +201,12 @@ async def stream(
         return sse(event | {"sequence_number": next(numbers)}, event["type"])
 
     answer, out = AnswerStream(req.stop, req.calls_format), OutputItems()
+    started = False  # response.created is out: keep-alives are `keepalive` events from then on
     async for event in events:
         if isinstance(event, KeepAlive):
-            yield KEEP_ALIVE_COMMENT
+            yield send({"type": "keepalive"}) if started else KEEP_ALIVE_COMMENT
         elif isinstance(event, Admitted):
+            started = True
             for kind in ("response.created", "response.in_progress"):
                 yield send({"type": kind, "response": response_object(req, "in_progress", [])})
         elif isinstance(event, Delta):
