@@ -77,8 +77,16 @@ def http_statuses(log_text: str) -> Counter[tuple[str, str, int]]:
 
 
 def normalized(body: Any) -> Any:
-    """A request body without the fields that name the session rather than the prompt."""
-    return {k: v for k, v in body.items() if k not in VOLATILE} if isinstance(body, dict) else body
+    """A request body without the fields that name the session rather than the prompt, and without the ids
+    of Responses input items (Codex's `msg_<uuid>`: a new one each session; no prompt holds them)."""
+    if not isinstance(body, dict):
+        return body
+    out = {k: v for k, v in body.items() if k not in VOLATILE}
+    if isinstance(out.get("input"), list):
+        out["input"] = [
+            {k: v for k, v in i.items() if k != "id"} if isinstance(i, dict) else i for i in out["input"]
+        ]
+    return out
 
 
 def cached_and_prompt(line: dict[str, Any]) -> tuple[int | None, int | None]:

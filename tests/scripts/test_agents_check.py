@@ -41,6 +41,9 @@ def test_the_repeat_ignores_per_session_fields_and_reports_its_cached_tokens() -
     assert find_repeat(run1, run2) == Repeat(index=3, first=2, cached=880, prompt=900)
     changed = main | {"messages": [{"role": "user", "content": "other"}]}
     assert find_repeat(run1, [line(changed, 0, 900)]) is None
+    codex = {"model": "m", "input": [{"type": "message", "id": "msg_1", "role": "user", "content": "hi"}]}
+    again = {"model": "m", "input": [{"type": "message", "id": "msg_2", "role": "user", "content": "hi"}]}
+    assert find_repeat([line(codex, 0, 90)], [line(again, 80, 90)]) == Repeat(2, 1, 80, 90)  # item ids aside
 
 
 def test_cached_and_prompt_from_each_api_usage_when_there_is_no_kvtestbed_object() -> None:
