@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.prompts.regions import common_prefix
+from engine.traces.miss_reasons import changed_in
 
 REASONS = (
     "first_request",
@@ -37,7 +38,6 @@ REASONS = (
     "tools_changed",
     "messages_changed",
 )
-CHANGED = {"system": "system_changed", "tools": "tools_changed"}  # region kind -> reason; else messages
 PIECES_BEFORE, PIECES_AFTER = 3, 6  # token strings shown around a retokenized reply's divergence
 
 
@@ -99,7 +99,7 @@ def classify(
     elif pieces is not None:
         reason = "reply_retokenized"
     elif change >= 0:
-        reason = CHANGED.get(region_kind(change), "messages_changed")
+        reason = changed_in(region_kind(change))
     else:
         reason = None
     return MissAnalysis(reusable, change, lost, reason, pieces if reason == "reply_retokenized" else None)

@@ -19,10 +19,11 @@ from typing import Any
 from tqdm import tqdm
 
 from engine.prompts.messages import Message
-from engine.prompts.regions import common_prefix, marked_text
+from engine.prompts.regions import RenderedPrompt, common_prefix, marked_text
 from engine.traces.blocks import BlockChain
 from engine.traces.chains import previous_requests
-from engine.traces.miss_reasons import Miss, miss_reason
+from engine.traces.envelope import SERVER
+from engine.traces.miss_reasons import Miss, TokenChange, changed_in, miss_reason
 from engine.traces.outcomes import recorded_outcome, rule_outcome, shared_blocks
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
 from engine.traces.providers.local import LocalRule
@@ -66,11 +67,12 @@ class AnalyzedRequest:
     cache_key: str | None = None
     cache_retention: str | None = None
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # for each session's last request
+    token_change: TokenChange | None = None  # the change as the rendered tokens show it (None: no content)
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV and tables: recorded usage, one cached/share/written/cost/why column group per
         rule, `why_none` (each rule that read nothing, and why), then the misses."""
-        skip = ("served", "regions", "misses", "recorded", "missing")
+        skip = ("served", "regions", "misses", "recorded", "missing", "token_change")
         base = {k: v for k, v in vars(self).items() if k not in skip}
         base["missing"] = ",".join(self.missing)
         for name in USAGE_FIELDS:
@@ -158,8 +160,9 @@ class Analyzer:
                 record, state = _usage_only(req, times[i], turn), None
             record.gap_s = gap
             outcome = recorded_outcome(req, prev, gap)
-            if outcome is not None:
-                record.misses[RECORDED] = miss_reason(prev, req, outcome)
+            if outcome is not None:  # this project's server caches rendered tokens, as the local rule does
+                by_tokens = record.token_change if req.recorded.provider == SERVER else None
+                record.misses[RECORDED] = miss_reason(prev, req, outcome, by_tokens)
             out.append(record)
             if pending[i] and state is not None:
                 kept[i] = state
@@ -188,6 +191,8 @@ class Analyzer:
         served = {"local": self.local.serve(rp)} | {r.name: r.serve(rp) for r in self.rules}
         lcp = common_prefix(ids, before.before) if before is not None else len(ids)
         change = lcp if before is not None and lcp < len(before.before) else -1
+        rendered = RenderedPrompt(ids, prompt.text, self.renderer.regions(req, prompt, ends))
+        tokens = TokenChange(changed_in(rendered.region_at(change).kind) if change >= 0 else None)
         if keep_ids and not served["local"].why_none:  # a request the local model refuses is in no sweep
             self.prompts.append((ids, reply_ids))
         cached = served["local"].cached_tokens
@@ -201,8 +206,11 @@ class Analyzer:
             prior = before.served.get(rule.name) if before is not None else None
             outcome = rule_outcome(served[rule.name], prior, len(ids), shared, rule.unit)
             refused = rule is self.local and served["local"].why_none  # never served: no miss to explain
+            by_tokens = tokens if rule is self.local else None  # the engine's cache holds rendered tokens
             misses[rule.name] = (
-                None if refused else miss_reason(prev if before is not None else None, req, outcome)
+                None
+                if refused
+                else miss_reason(prev if before is not None else None, req, outcome, by_tokens)
             )
         record = AnalyzedRequest(
             conversation=req.session,
@@ -213,10 +221,10 @@ class Analyzer:
             computed_tokens=len(ids) - cached,
             cached_share=cached / len(ids),
             first_divergence=cached,
-            divergence_region=self.renderer.region_at(req, prompt, ends, cached),
+            divergence_region=rendered.region_at(cached).label,
             divergence_context=marked_text(self.renderer.tokenizer, ids, cached, 24),
             first_change=change,
-            change_region=self.renderer.region_at(req, prompt, ends, change) if change >= 0 else "",
+            change_region=rendered.region_at(change).label if change >= 0 else "",
             change_context=marked_text(self.renderer.tokenizer, ids, change, 16) if change >= 0 else "",
             lost_tokens=len(before.before) - change if before is not None and change >= 0 else 0,
             served=served,
@@ -225,6 +233,7 @@ class Analyzer:
             missing=req.missing,
             cache_key=req.cache_key,
             cache_retention=req.cache_retention,
+            token_change=tokens,
         )
         return record, _Kept(ids + reply_ids[:-1], rp, served), (prompt, ends)
 

@@ -16,7 +16,11 @@ P, R sharing `shared` tokens with P's prompt and reply (its longest common prefi
   between P and R, in that order (a cache is per model, and providers hash tools, then system, then
   messages): the model name; the tool definitions; the leading system messages; P's other messages
   (and its reply, where R carries one) not being the start of R's (history edited, compacted, or cut);
-  a miss when `cached < held`;
+  a miss when `cached < held`. A cache of rendered tokens (the local engine's, and this project's server
+  as its recorded usage) sees instead where R's tokens first differ from P's prompt and reply
+  (`TokenChange`): the region of that token names the change (`changed_in`), as the server names its own,
+  so the label agrees with the region where the tokens broke (tools whose keys came in another order
+  render otherwise, though they are equal as values);
 - with nothing changed, a miss when `cached` is below `reachable` = min(`held`, `shared`) rounded down to
   the cache's unit: `ttl_expired` when the cache let the entry expire (the rule says so; for recorded
   usage, when the gap since P exceeds the provider's retention), `beyond_lookback` when the entry is live
@@ -50,6 +54,24 @@ REASONS = (
     "unavailable",
     "below_minimum",
 )
+
+
+CHANGED_IN = {"system": "system_changed", "tools": "tools_changed"}  # region kind -> reason
+
+
+def changed_in(kind: str) -> str:
+    """The change a first differing token names, by the kind of region it lies in (engine.prompts.regions:
+    system, tools, history, latest_user, status, template): anything but the system prompt and the tool
+    definitions is a message."""
+    return CHANGED_IN.get(kind, "messages_changed")
+
+
+@dataclass(frozen=True)
+class TokenChange:
+    """What a cache of rendered tokens sees changed: `changed_in` of the first token of R that differs from
+    P's prompt and reply; None when R extends them (or repeats a prefix of them)."""
+
+    reason: str | None
 
 
 @dataclass(frozen=True)
@@ -91,8 +113,14 @@ def divergence(previous: TraceRequest, current: TraceRequest) -> str | None:
     return None
 
 
-def miss_reason(previous: TraceRequest | None, current: TraceRequest, outcome: CacheOutcome) -> Miss | None:
-    """Why `current` missed in this cache (see the module's definitions); None when it did not."""
+def miss_reason(
+    previous: TraceRequest | None,
+    current: TraceRequest,
+    outcome: CacheOutcome,
+    tokens: TokenChange | None = None,
+) -> Miss | None:
+    """Why `current` missed in this cache (see the module's definitions); None when it did not. `tokens`:
+    the change as a cache of rendered tokens sees it (None: the parts compared as a provider hashes them)."""
     cached, held = outcome.cached_tokens, outcome.held_tokens
     if previous is None:
         if cached > 0:
@@ -101,6 +129,8 @@ def miss_reason(previous: TraceRequest | None, current: TraceRequest, outcome: C
         return Miss(reason, outcome.prompt_tokens)
     content = bool(previous.messages) and bool(current.messages)
     change = divergence(previous, current) if content else None
+    if content and tokens is not None and change != "model_changed":
+        change = tokens.reason
     if change is not None and cached < held:
         return Miss(change, held - cached)
     shared = outcome.shared_tokens

@@ -4,7 +4,6 @@ tokenizer and the chat template are needed: no weights."""
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -66,12 +65,6 @@ class TraceRenderer:
                 ends.append(message_end(self.tokenizer, req.messages, i, req.tools, prompt.text))
         self.ends[req.session] = (req.messages, prompt.text, req.tools, ends)
         return ends
-
-    def region_at(self, req: TraceRequest, prompt: TokenizedText, ends: list[int], index: int) -> str:
-        """The label of the region (as `regions.render_prompt` names it) that token `index` lies in."""
-        spans = char_spans(self.tokenizer, req.messages, req.tools, prompt.text, ends)
-        char = prompt.offsets[min(index, len(prompt.offsets) - 1)][0]
-        return spans[bisect.bisect_right([s for s, _, _ in spans], char) - 1][1]
 
     def regions(self, req: TraceRequest, prompt: TokenizedText, ends: list[int]) -> list[Region]:
         """The prompt's regions, as `regions.render_prompt` labels them (from the message ends known here)."""

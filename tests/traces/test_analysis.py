@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 import engine
 from engine.bench.harness.replayer import Conversation, Replayer, Request
 from engine.kv.block_manager import BlockManager
-from engine.traces.analysis import AnalyzedRequest, Analyzer, replies
+from engine.traces.analysis import RECORDED, AnalyzedRequest, Analyzer, replies
 from engine.traces.load import load_trace
 from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.shipped import EXAMPLES
+from engine.traces.usage import RecordedUsage
 from tests.traces.billing_trace import trace_turns
 
 
@@ -127,3 +130,44 @@ def test_a_cut_reply_and_a_servers_namespace_as_the_server_cached_them(tiny) -> 
     other = [TraceRequest(ask, session="a", cache_salt="m"), TraceRequest(ask, session="b", cache_salt="m-b")]
     same = [TraceRequest(ask, session="a", cache_salt="m"), TraceRequest(ask, session="b", cache_salt="m")]
     assert analyze(tiny, other)[1].cached_tokens == 0 and analyze(tiny, same)[1].cached_tokens > 0
+
+
+def test_the_local_miss_label_agrees_with_the_region_of_the_change(tiny) -> None:
+    """Tools equal as values but with their keys in another order render otherwise: the tokens break in the
+    tools. The local cache (and this project's server, as recorded usage) labels a miss by the region of the
+    first differing token, so `local_miss` agrees with `change_region`: it said messages_changed (a message
+    changed too) or nothing at all (none did) while the region said tools."""
+    params = {"type": "object", "properties": {"city": {"type": "string"}}}
+    tool = {"type": "function", "function": {"name": "w", "description": "d", "parameters": params}}
+    reordered = {"type": "function", "function": {"description": "d", "name": "w", "parameters": params}}
+    system = {"role": "system", "content": "You are a helpful agent. " * 10}
+    ask = {"role": "user", "content": "Hello there, list the files. " * 5}
+    turn = [system, ask, {"role": "assistant", "content": "Sure."}, {"role": "user", "content": "And dirs?"}]
+    edited = [*turn[:2], {"role": "assistant", "content": "Sure, here."}, turn[3]]
+    mid = [*turn, {"role": "system", "content": "Agents: A. " * 20}]  # a mid-conversation system message
+    moved = [*turn, {"role": "system", "content": "Agents: B. " * 20}]
+    wrote = RecordedUsage("kvtestbed", prompt_tokens=200, cache_read_tokens=0, cache_write_tokens=192)
+    server = RecordedUsage("kvtestbed", prompt_tokens=300, cache_read_tokens=96, cache_write_tokens=192)
+    cases = [  # (first, second, the local miss, the region it names)
+        (TraceRequest([system, ask], [tool]), TraceRequest(edited, [reordered]), "tools_changed", "tools"),
+        (
+            TraceRequest([system, ask], [tool], recorded=wrote),
+            TraceRequest(turn, [reordered], recorded=server),
+            "tools_changed",
+            "tools",
+        ),
+        (TraceRequest(turn, [tool]), TraceRequest(edited, [tool]), "messages_changed", "assistant #2"),
+        (TraceRequest(mid, [tool]), TraceRequest([*moved, ask], [tool]), "messages_changed", "system #4"),
+        (TraceRequest([system, ask], [tool]), TraceRequest(turn, [tool, tool]), "tools_changed", "tools"),
+        (
+            TraceRequest([system, ask]),
+            TraceRequest([{"role": "system", "content": "Be brief."}, ask]),
+            "system_changed",
+            "system",
+        ),
+    ]
+    for first, second, reason, region in cases:
+        got = analyze(tiny, [replace(first, session="s"), replace(second, session="s")])[1]
+        assert (got.misses["local"].reason, got.change_region) == (reason, region)
+        if second.recorded is not None:  # the server's own usage: labelled as its tokens broke too
+            assert got.misses[RECORDED].reason == reason
