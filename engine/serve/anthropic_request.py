@@ -73,7 +73,8 @@ def parse_messages(body: dict[str, Any], headers: Any, names: list[str]) -> Chat
         )
     metadata = fields.mapping(body, "metadata")
     fields.refuse_unknown(metadata, ("user_id",), "metadata")
-    client = client_session(headers, user_id=metadata.get("user_id"))
+    user_id = fields.text({"metadata.user_id": metadata.get("user_id")}, "metadata.user_id")
+    client = client_session(headers, user_id=user_id)
     return ChatRequest(
         api=ANTHROPIC,
         model=model,
@@ -106,7 +107,11 @@ def _not_applied(body: dict[str, Any]) -> dict[str, str]:
             400, f"thinking.type must be one of {', '.join(THINKING)}, got {kind!r:.40}", "thinking.type"
         )
     if kind == "enabled":
-        fields.integer({"thinking.budget_tokens": thinking.get("budget_tokens")}, "thinking.budget_tokens", 1)
+        budget = {"thinking.budget_tokens": thinking.get("budget_tokens")}
+        if fields.integer(budget, "thinking.budget_tokens", 1) is None:
+            raise APIError(
+                400, "thinking.budget_tokens: field required with type enabled", "thinking.budget_tokens"
+            )
     if kind != "disabled":
         notes["thinking"] = f"{kind}: the model is not asked to think first (no thinking blocks are sent)"
     if fields.mapping(body, "context_management"):

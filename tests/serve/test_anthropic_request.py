@@ -77,6 +77,8 @@ def test_a_system_message_mid_conversation_stays_where_it_is() -> None:
         ({"tool_choice": {"type": "any"}}, "tool_choice.type", 400),
         ({"thinking": {"type": "sometimes"}}, "thinking.type", 400),
         ({"thinking": {"type": "enabled", "budget_tokens": "lots"}}, "thinking.budget_tokens", 400),
+        ({"thinking": {"type": "enabled"}}, "thinking.budget_tokens", 400),  # was accepted
+        ({"metadata": {"user_id": 5}}, "metadata.user_id", 400),  # was accepted, as session "5"
         ({"output_config": "high"}, "output_config", 400),
         (
             {"tool_choice": {"type": "auto", "disable_parallel_tool_use": True}},
