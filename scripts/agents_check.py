@@ -5,10 +5,12 @@ the first run (same body but for per-session fields).
 
     scripts/agents_check.sh [--clients claude-code codex agents-responses agents-chat langchain-openai langchain-anthropic]
                             [--tools-dir DIR] [--out DIR] [--no-install] [--timeout S] [--server-flag=--FLAG=VALUE ...]
+                            [--coding-model M]
 
-Claude Code's (~27k tokens) and Codex's (~10k) prompts exceed SmolLM2's 8k context: they go to one server on
-`synthetic:qwen2.5-0.5b` serving the model names they ask for; the Python clients go to one on `smollm2-135m`
-and ask for that name. Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
+Claude Code's (~21k tokens of Qwen's tokenizer) and Codex's (~6k) prompts, with their replies, exceed SmolLM2's
+8k context: they go to one server on `synthetic:qwen2.5-0.5b` (or --coding-model) serving the model names they
+ask for, replies capped at 32 tokens (random weights never end one); the Python clients go to one on
+`smollm2-135m` and ask for that name, replies capped at 256 tokens. Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
 the npm registry (skipped, with the reason, where npm is absent); the Python clients are installed with pip
 where missing. Then, where it can, the check re-runs itself in a network namespace with only loopback up.
 Every wait is bounded (server start, each run); the servers are always stopped. Exit status 0 when every
@@ -57,7 +59,8 @@ PYTHON_MODEL = "smollm2-135m"
 CLAUDE_MODELS = ["claude-opus-4-8", "claude-haiku-4-5"]  # Claude Code 2.1's default and its small model
 # The server flag that caps a reply's length (a synthetic model never stops), by the names it may have.
 CAP_FLAGS = ["--max-tokens-cap", "--max-output-tokens", "--max-reply-tokens", "--cap-max-tokens"]
-CAP_TOKENS = 32
+CAP_TOKENS = 32  # a synthetic model's replies (random weights never end one)
+PYTHON_CAP_TOKENS = 256  # SmolLM2's: room for a real answer, a bound on a reply that does not end
 READY_S = 600.0
 INSTALL_S = 900.0
 SKIPPED_VARIABLE = "KVTESTBED_AGENTS_SKIPPED"
@@ -195,11 +198,11 @@ def install(clients: list[str], tools_dir: Path) -> dict[str, str]:
 class Server:
     """`python -m engine.serve` in its own process group, its output in `log`; `stop` always ends it."""
 
-    def __init__(self, model: str, names: list[str], out: Path, extra: list[str]) -> None:
+    def __init__(self, model: str, names: list[str], out: Path, extra: list[str], tokens: int) -> None:
         self.port, self.log, self.record = free_port(), out / "server.log", out / "record.jsonl"
         self.url = f"http://127.0.0.1:{self.port}"
         argv = [sys.executable, "-m", "engine.serve", "--model", model, "--port", str(self.port)]
-        argv += ["--record", str(self.record), "--api-key", KEY, "--default-max-tokens", str(CAP_TOKENS)]
+        argv += ["--record", str(self.record), "--api-key", KEY, "--default-max-tokens", str(tokens)]
         argv += [f"--served-model-name={n}" for n in names] + extra
         self.argv = argv
         env = os.environ | {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -243,8 +246,8 @@ class Server:
                 self.process.wait()
 
 
-def cap_flags() -> list[str]:
-    """The reply-length cap, where this server has such a flag (its --help names it)."""
+def cap_flags(tokens: int) -> list[str]:
+    """The reply-length cap of `tokens`, where this server has such a flag (its --help names it)."""
     done = subprocess.run(
         [sys.executable, "-m", "engine.serve", "--help"],
         cwd=ROOT,
@@ -252,7 +255,7 @@ def cap_flags() -> list[str]:
         text=True,
         timeout=120,
     )
-    return next(([f"{flag}={CAP_TOKENS}"] for flag in CAP_FLAGS if flag in done.stdout), [])
+    return next(([f"{flag}={tokens}"] for flag in CAP_FLAGS if flag in done.stdout), [])
 
 
 def check_client(
@@ -291,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server-flag", action="append", default=[], help="an extra engine.serve flag (repeatable)"
     )
+    parser.add_argument(
+        "--coding-model",
+        default=CODING_MODEL,
+        help=f"the model Claude Code and Codex are served (default {CODING_MODEL}; a 32k context)",
+    )
     parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped on a kill too
@@ -301,23 +309,30 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
         if not args.no_netns and (rc := in_loopback_netns()) is not None:
             return rc
+    coding = [c for c in args.clients if c in CODING_AGENTS]
     groups = [
-        (CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], [c for c in args.clients if c in CODING_AGENTS], None),
-        (PYTHON_MODEL, [PYTHON_MODEL], [c for c in args.clients if c in PYTHON_AGENTS], PYTHON_MODEL),
+        (args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], coding, None, CAP_TOKENS),
+        (
+            PYTHON_MODEL,
+            [PYTHON_MODEL],
+            [c for c in args.clients if c in PYTHON_AGENTS],
+            PYTHON_MODEL,
+            PYTHON_CAP_TOKENS,
+        ),
     ]
-    cap = cap_flags()
-    print(
-        f"reply cap: {' '.join(cap) if cap else f'none on this server (only --default-max-tokens {CAP_TOKENS})'}"
-    )
     outcomes: list[tuple[Outcome, str]] = []
-    for model, names, clients, client_model in groups:
+    for model, names, clients, client_model, tokens in groups:
         runnable = [c for c in clients if c not in skipped]
         outcomes += [(Outcome(c, skipped=skipped[c]), model) for c in clients if c in skipped]
         if not runnable:
             continue
-        out = args.out / model.replace(":", "-")
+        out = args.out / re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip(
+            "-"
+        )  # a folder of its own, even for a path
         prepare(out)
-        server = Server(model, names, out, cap + args.server_flag)
+        cap = cap_flags(tokens)
+        print(f"reply cap: {' '.join(cap) if cap else f'none (only --default-max-tokens {tokens})'}")
+        server = Server(model, names, out, cap + args.server_flag, tokens)
         try:
             print(f"server: {' '.join(server.argv[1:])}", flush=True)
             if (why := server.wait_ready()) is not None:
