@@ -141,7 +141,9 @@ def command(
 class Run:
     command: str  # as a person would type it (the binary's name, paths in this repository relative)
     exit: int | str  # the exit status, or "timeout"
-    last_line: str  # the last line of its standard output (its answer), else of its standard error
+    last_line: (
+        str  # its standard output's last line (its answer); its standard error's when it failed and wrote one
+    )
     seconds: float
 
 
@@ -172,7 +174,8 @@ def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> Run:
         return Run(
             shown, "timeout", f"(timed out after {timeout:.0f} s) {tail[0]}".strip(), time.monotonic() - start
         )
-    output = stdout.strip() or stderr.strip()
+    failed = process.returncode != 0 and stderr.strip()  # a failing client says why on its standard error
+    output = stderr.strip() if failed else stdout.strip() or stderr.strip()
     return Run(shown, process.returncode, output.splitlines()[-1] if output else "", time.monotonic() - start)
 
 
