@@ -68,6 +68,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "cached_new": shapes.cached_new,
         "block_size": list(shapes.block_sizes),
         "batch": list(shapes.batch),
+        "step_batch": list(shapes.step_batch),
+        "warm_peer": list(shapes.warm_peer),
         "long": list(shapes.long),
     }
     for name, values in params.items():

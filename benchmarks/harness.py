@@ -7,6 +7,7 @@ callable here ends with `engine.devices.synchronize`.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import os
 import statistics
@@ -21,9 +22,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, PreTrai
 from transformers.initialization import no_init_weights
 
 import engine
+from benchmarks.peak_rss import peak_rss_bytes, reset_peak_rss
 from engine.devices import dtype_name, now, synchronize
 from engine.kv.sequence import SequenceState
-from engine.kv.window import KVWindow
 from engine.runtime.engine import Engine
 from engine.runtime.request import Request, SamplingParams
 
@@ -40,6 +41,12 @@ class Shapes:
     trace: tuple[int, int] = (200, 50_000)  # (requests, first prompt's tokens) of the analysis case
     batch: tuple[int, ...] = (1, 4, 8, 16)  # concurrent sequences of the batched decode case
     batch_context: int = 1024  # their shared cached context
+    step_batch: tuple[int, ...] = (
+        1,
+        8,
+        32,
+    )  # sequences of one decode step (ModelRunner.run), at batch_context
+    warm_peer: tuple[int, ...] = ()  # cached S of the warm TTFT (S + WARM_NEW) against a contiguous cache
     hash_requests: int = 100_000  # requests of the hash-id (Mooncake) replay case
     long: tuple[int, ...] = ()  # long-context cold prefills on `--long-model`; the longest also warm/cold
     long_new: int = 1024  # new tokens of that warm case: all of the prompt but these is cached
@@ -62,7 +69,7 @@ class Shapes:
 
     @property
     def max_cached(self) -> int:
-        return max(s for s, _ in self.cached_new)
+        return max([s for s, _ in self.cached_new] + list(self.warm_peer))
 
     @property
     def base_length(self) -> int:
@@ -72,14 +79,25 @@ class Shapes:
             max(
                 max(s + v for s, v in self.cached_new),
                 self.diverging[0],
-                self.batch_context + max(self.batch),
+                self.batch_context + max(*self.batch, *self.step_batch),
+                max(self.warm_peer, default=0) + WARM_NEW,
             )
             + 1
         )
 
 
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
-FULL = Shapes((512, 2048), (512, 2048, 4096), (32, 128), (16, 64, 256), (1024, 760), 8.0, warm=(1024, 4096))
+WARM_NEW = 64  # new tokens after the cached prefix in the warm-against-contiguous case
+FULL = Shapes(
+    (512, 2048),
+    (512, 2048, 4096),
+    (32, 128),
+    (16, 64, 256),
+    (1024, 760),
+    8.0,
+    warm=(1024, 4096),
+    warm_peer=(2048, 8192, 16384),
+)
 QUICK = Shapes(
     (128,),
     (256, 512),
@@ -91,6 +109,8 @@ QUICK = Shapes(
     trace=(20, 8000),
     batch=(1, 4),
     batch_context=256,
+    step_batch=(1, 8),
+    warm_peer=(512,),
     hash_requests=10_000,
 )
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
@@ -104,6 +124,7 @@ DEVICE = Shapes(
     warm=(2048, 8192),
     trace=(20, 8000),
     hash_requests=10_000,
+    warm_peer=(2048, 8192),
 )
 # The CPU run of that check: every case once, at sizes a loaded CPU gets through in minutes
 SMOKE = Shapes(
@@ -117,6 +138,8 @@ SMOKE = Shapes(
     trace=(5, 8000),
     batch=(1, 2),
     batch_context=64,
+    step_batch=(1, 8),
+    warm_peer=(128,),
     hash_requests=2_000,
     long=(512,),
     long_new=128,
@@ -215,24 +238,46 @@ class Pair(Solo):
 
 
 @contextmanager
-def decode_request(
-    ours: Engine, token_ids: list[int], windowed: bool = True, room: int = 0
-) -> Iterator[Request]:
+def decode_request(ours: Engine, token_ids: list[int], room: int = 0) -> Iterator[Request]:
     """A running request of `token_ids` whose every token but the last is served from the prefix cache (which
-    must hold them), with its decoding window (or none: gathering from the pool) with `room` rows to spare:
-    one `ModelRunner.run` of `(req, 1)` is then the engine's decode step at that context. Its blocks are
-    released after."""
+    must hold them), its blocks covering `room` more positions: one `ModelRunner.run` of `(req, 1)` is then
+    the engine's decode step at that context, reading the context in the pool. Its blocks are released
+    after."""
     seq = SequenceState(list(token_ids))
     ours.blocks.admit(seq)
     context = len(token_ids) - 1
     assert seq.num_kv == context, f"{seq.num_kv} of {context} context tokens are cached"
-    ours.blocks.grow(seq, len(token_ids))
-    capacity = len(token_ids) + room
-    window = KVWindow.from_blocks(ours.kv, seq.block_table, context, capacity) if windowed else None
+    ours.blocks.grow(seq, len(token_ids) + room)
     try:
-        yield Request("bench", seq, SamplingParams(1 + room), 0.0, window=window)
+        yield Request("bench", seq, SamplingParams(1 + room), 0.0)
     finally:
         ours.blocks.release(seq)
+
+
+def memory_added(device: torch.device, fn: Callable[[], Any]) -> int:
+    """Bytes `fn` adds at its peak over what the process held before: on CUDA the allocator's peak; on a CPU
+    the resident set's high-water mark, after glibc returns its free memory (so that what `fn` allocates
+    shows as new pages), which also counts pages of the pool `fn` writes for the first time."""
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except OSError:  # not glibc: the high-water mark still bounds it
+        pass
+    before = resident_bytes()
+    reset_peak_rss()
+    fn()
+    return peak_rss_bytes() - before
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 
 def rewind(cache: DynamicCache, length: int) -> None:

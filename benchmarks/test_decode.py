@@ -4,6 +4,7 @@ the step against the weights it reads, alone."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import ExitStack
 
 import torch
 
@@ -28,13 +29,7 @@ def test_decode_step(benchmark, pair: Pair, shapes: Shapes, impl: str, context: 
             **_info(benchmark, pair, context, impl),
         )
         return
-    _our_step(benchmark, pair, shapes, context, impl, windowed=True)
-
-
-def test_decode_step_gathering(benchmark, pair: Pair, shapes: Shapes, context: int) -> None:
-    """The same step gathering its context from the pool's blocks, as decoding does when device memory
-    cannot hold the window: what the window saves, measured in the same run."""
-    _our_step(benchmark, pair, shapes, context, "ours-gather", windowed=False)
+    _our_step(benchmark, pair, shapes, context, impl)
 
 
 def _info(benchmark, pair: Pair, context: int, impl: str) -> dict:
@@ -45,11 +40,11 @@ def _info(benchmark, pair: Pair, context: int, impl: str) -> dict:
     )
 
 
-def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, windowed: bool) -> None:
-    """Our engine's own decode step (`ModelRunner.run` of one position, reading its context from the
-    decoding window as `generate` does, or gathering it) on a sequence whose first `context` tokens are
-    served from the prefix cache; every round rewrites the same position."""
-    with decode_request(pair.ours, pair.base[: context + 1], windowed) as req:
+def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str) -> None:
+    """Our engine's own decode step (`ModelRunner.run` of one position, reading its context in the pool as
+    `generate` does) on a sequence whose first `context` tokens are served from the prefix cache; every round
+    rewrites the same position."""
+    with decode_request(pair.ours, pair.base[: context + 1]) as req:
         step = lambda: pair.ours.runner.run([(req, 1)])[1].argmax().item()  # noqa: E731
         measure(
             benchmark,
@@ -58,6 +53,34 @@ def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str, wi
             shapes.budget_s,
             setup=lambda: setattr(req.seq, "num_kv", context),
             **_info(benchmark, pair, context, impl),
+        )
+
+
+def test_decode_step_batch(benchmark, pair: Pair, shapes: Shapes, step_batch: int) -> None:
+    """One decode step (`ModelRunner.run`) of `step_batch` sequences at once, each over its own copy of the
+    `batch_context` cached tokens' blocks (shared prefix blocks, its own last one): with one attention
+    dispatch per layer the step costs about the weights read once plus what each sequence's context adds."""
+    context = shapes.batch_context
+    with ExitStack() as stack:
+        reqs = [
+            stack.enter_context(decode_request(pair.ours, pair.base[: context + 1]))
+            for _ in range(step_batch)
+        ]
+
+        def step() -> object:
+            return pair.ours.runner.run([(req, 1) for req in reqs])[1].argmax(-1).tolist()
+
+        benchmark.group = f"decode step batch @{context} {pair.device.type}"
+        measure(
+            benchmark,
+            pair,
+            step,
+            shapes.budget_s,
+            setup=lambda: [setattr(req.seq, "num_kv", context) for req in reqs],
+            case="decode_step_batch",
+            impl="ours",
+            batch=step_batch,
+            context=context,
         )
 
 

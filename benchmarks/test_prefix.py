@@ -1,13 +1,16 @@
 """Prefill with a cached prefix: S tokens served from cache, V new ones computed (TTFT), and the block
-hashing and lookup that find the S tokens."""
+hashing and lookup that find the S tokens; and the warm TTFT at long S against the same new tokens' forward
+over a prefilled contiguous cache (transformers' DynamicCache), alternating, with the memory the warm request
+adds as a share of the cached prefix's K/V."""
 
 from __future__ import annotations
 
 import itertools
 import statistics
 
-from benchmarks.harness import Pair, Shapes, measure, rewind
+from benchmarks.harness import WARM_NEW, Pair, Shapes, measure, measure_alternating, memory_added, rewind
 from engine.inspect.flops import forward_flops, ideal_cached_ratio
+from engine.kv.pool import KVCache
 
 
 def test_cached_prefill(
@@ -47,6 +50,36 @@ def test_cached_prefill(
     measure(benchmark, pair, fn, shapes.budget_s, setup=next_prompt, **info)
     assert {g.usage.cached_tokens for g in runs} == {s}
     benchmark.extra_info["lookup_s"] = statistics.median(g.timing.lookup_s for g in runs)
+
+
+def test_warm_against_contiguous(benchmark, pair: Pair, shapes: Shapes, warm_peer: int) -> None:
+    """Our warm TTFT (S cached in the pool, WARM_NEW new tokens, `generate` end to end) against transformers'
+    forward of the same new tokens over a contiguous cache of the same S tokens, alternating round by round
+    (the cache rewound and the next prompt drawn untimed). Then one more warm request's added memory: the
+    pool read in place adds about one layer's gather, where a private window would add the whole prefix."""
+    s = warm_peer
+    prefix, cache, seeds = pair.base[:s], pair.their_cache(s), itertools.count(7 * 10**6)
+    suffix: list[int] = []
+    runs: list = []
+
+    def setup() -> None:
+        rewind(cache, s)
+        suffix[:] = pair.tokens(WARM_NEW, next(seeds))
+
+    sides = {
+        "ours": lambda: runs.append(pair.ours.generate(prefix + suffix, max_new_tokens=1)),
+        "contiguous": lambda: pair.theirs_forward(suffix, cache),
+    }
+    benchmark.group = f"warm {s}+{WARM_NEW} {pair.device.type}"
+    info = dict(case="warm_contiguous", cached=s, new=WARM_NEW)
+    measure_alternating(benchmark, pair, sides, shapes.budget_s, 5, setup=setup, **info)
+    assert {g.usage.cached_tokens for g in runs} == {s}
+    setup()
+    added = memory_added(pair.device, sides["ours"])
+    prefix_bytes = s * KVCache.bytes_per_token(pair.config, pair.ours.dtype)
+    benchmark.extra_info.update(
+        added_bytes=added, prefix_kv_bytes=prefix_bytes, memory_share=added / prefix_bytes
+    )
 
 
 def test_lookup(benchmark, pair: Pair, shapes: Shapes, cached_new: tuple[int, int]) -> None:

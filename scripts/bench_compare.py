@@ -12,8 +12,10 @@ cancel out (lower is better):
 - `achieved/ideal cached S+V`: our (cached TTFT / full prefill of S+V) over the FLOP-model ideal ratio;
 - `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
 - `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first;
-- `window/gather decode @N`: our decode step reading its context from the decoding window over the same step
-  gathering it from the pool's blocks;
+- `warm/contiguous S+64`: our warm TTFT (S cached, 64 new, `generate`) over transformers' forward of the same
+  64 tokens over a contiguous cache of S, alternating (median of the per-round ratios);
+- `warm memory share S+64`: the memory one such warm request adds over the cached prefix's K/V bytes;
+- `decode step B/1 @N`: one decode step of B sequences over one of a single sequence (`ModelRunner.run`);
 - `batch cost B @N`: the time per output token of B requests decoding together over one request's (1 / the
   batching gain in output tokens per second);
 - `batched/one by one prefill N`: four prompts of N / 4 tokens prefilled in one batch over one after another.
@@ -71,6 +73,10 @@ def label(info: dict[str, Any]) -> str:
         return f"decode batch {info['batch']} @{info['context']}"
     if case == "decode_weights":
         return f"decode step/weights @{info['context']}"
+    if case == "decode_step_batch":
+        return f"decode step batch {info['batch']} @{info['context']}"
+    if case == "warm_contiguous":
+        return f"warm {info['cached']}+{info['new']}"
     return f"{case} {info['tokens']}"
 
 
@@ -122,9 +128,6 @@ def metrics(run: Run) -> dict[str, float]:
         theirs = run.medians.get((case, "transformers"))
         if impl == "ours" and theirs:
             out[f"ours/transformers {case}"] = ours / theirs
-        gathering = run.medians.get((case, "ours-gather"))
-        if impl == "ours" and gathering:
-            out[f"window/gather {case}"] = ours / gathering
     for case, impl in cases:
         ttft, info = run.medians[(case, impl)], run.info[(case, impl)]
         if info["case"] == "replay":
@@ -135,6 +138,12 @@ def metrics(run: Run) -> dict[str, float]:
             out[f"batched/one by one prefill {info['tokens']}"] = info["ratio"]
         if info["case"] == "decode_weights":
             out[case] = info["ratio"]
+        if info["case"] == "warm_contiguous":
+            out[f"warm/contiguous {info['cached']}+{info['new']}"] = info["ratio"]
+            out[f"warm memory share {info['cached']}+{info['new']}"] = info["memory_share"]
+        one = run.medians.get((f"decode step batch 1 @{info.get('context')}", "ours"))
+        if info["case"] == "decode_step_batch" and info["batch"] > 1 and one:
+            out[f"decode step {info['batch']}/1 @{info['context']}"] = ttft / one
         solo = run.medians.get((f"decode batch 1 @{info.get('context')}", "ours"))
         if info["case"] == "decode_batch" and info["batch"] > 1 and solo:  # per output token, over one's
             out[f"batch cost {info['batch']} @{info['context']}"] = ttft / info["batch"] / solo

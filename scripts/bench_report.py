@@ -92,21 +92,9 @@ def cached(run: Run, ratios: dict[str, float]) -> list[str]:
     return table(header, rows) + notes
 
 
-def decode_window(run: Run, ratios: dict[str, float]) -> list[str]:
-    rows = []
-    for name, ratio in ratios.items():
-        case = name.removeprefix("window/gather ")
-        if case != name:
-            rows.append(
-                [
-                    case.removeprefix("decode @"),
-                    seconds(run.medians[(case, "ours")]),
-                    seconds(run.medians[(case, "ours-gather")]),
-                    f"{ratio:.3f}",
-                ]
-            )
-    header = ["context", "window (as generate decodes)", "gathering from the blocks", "window / gather"]
-    out = table(header, rows) if rows else []
+def decode_weights(run: Run) -> list[str]:
+    """Our decode step against the weight stream it reads, alternating."""
+    out: list[str] = []
     for key, info in run.info.items():
         if info["case"] == "decode_weights":  # the step against the weights it reads, alternating
             stream = run.medians[key] / (1 + info["ratio"])  # a timed round is one step and one stream
@@ -269,9 +257,9 @@ def summary(run: Run) -> str:
         "",
         *paired(run, ratios),
         "",
-        "## Decode: the contiguous decoding window against gathering the context every step; the weight stream",
+        "## Decode: the step against the weight stream it reads",
         "",
-        *decode_window(run, ratios),
+        *decode_weights(run),
         "",
         "## Cached prefix: S cached + V new tokens against a full prefill of S+V",
         "",

@@ -7,8 +7,8 @@ pytest-benchmark times one implementation's rounds, then the other's: on a share
 lands on one side only. Here every round runs both sides back to back (which goes first alternates), so both
 meet the same load. Three comparisons on `synthetic:qwen2.5-0.5b` (or `--model`):
 - prefill N: our cold prefill against `transformers` (same weights);
-- decode @N: our decode step reading its context from the sequence window against the same step gathering it
-  from the cache's blocks;
+- decode @N: our decode step for eight sequences at once against the same step for one (each reading its
+  context in the pool);
 - warm L: our prefill of L tokens with one block, and with L/2 tokens, served from the prefix cache, against
   our cold prefill of the same L tokens, and against the FLOP model's ideal for that ratio;
 - batch N: N requests over one cached context decoding 32 tokens each in one `generate_many`, against one
@@ -29,6 +29,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -96,16 +97,18 @@ def warm(pair: Pair, length: int, cached: int, rounds: int) -> str:
 
 
 def decode(pair: Pair, context: int, rounds: int) -> str:
-    """The engine's decode step at `context` cached tokens, reading its window vs gathering from the pool."""
+    """The engine's decode step at `context` cached tokens: eight sequences in one step against one."""
     ids = pair.base[: context + 1]  # the first `context` tokens come from the cache
-    with decode_request(pair.ours, ids, True) as windowed, decode_request(pair.ours, ids, False) as gathering:
+    with ExitStack() as stack:
+        reqs = [stack.enter_context(decode_request(pair.ours, ids)) for _ in range(8)]
 
-        def step(req: Request) -> object:
-            req.seq.num_kv = context  # every round rewrites the same position
-            return pair.ours.runner.run([(req, 1)])[1]
+        def step(batch: list[Request]) -> object:
+            for req in batch:
+                req.seq.num_kv = context  # every round rewrites the same position
+            return pair.ours.runner.run([(req, 1) for req in batch])[1]
 
-        line, _ = alternate(pair, lambda: step(windowed), lambda: step(gathering), rounds)
-    return f"decode @{context:>5}: window {line} (window / gather)"
+        line, _ = alternate(pair, lambda: step(reqs), lambda: step(reqs[:1]), rounds)
+    return f"decode @{context:>5}: {line} (8 sequences / 1)"
 
 
 def main() -> int:

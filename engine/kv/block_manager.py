@@ -151,8 +151,9 @@ class BlockManager:
             block.ref_count = 1
             seq.block_table.append(block.id)
 
-    def publish(self, seq: SequenceState) -> None:
-        """Hash every full block of `seq` whose K/V are written and enter it in the table."""
+    def publish(self, seq: SequenceState, enter: bool = True) -> None:
+        """Hash every full block of `seq` whose K/V are written and enter it in the table (`enter=False`: the
+        same hashing, nothing entered: a request kept out of the cache, its blocks empty when released)."""
         bs, stored = self.block_size, []
         for i in range(len(seq.block_hashes), seq.num_kv // bs):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
@@ -160,7 +161,8 @@ class BlockManager:
             h = chain_hash(parent, token_bytes(tokens))
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]
-            if h not in self.table:  # if an equal block is cached already, that one stays the cached copy
+            # if an equal block is cached already, that one stays the cached copy
+            if enter and h not in self.table:
                 self.table[h] = block.id
                 block.hash, block.parent, block.token_ids = h, parent, tokens
                 if self.listeners:

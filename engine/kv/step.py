@@ -1,13 +1,19 @@
-"""`StepContext`: what one forward step reads from and writes to the KV storage, for every sequence in it.
+"""What one forward step reads and writes: its sequences' spans of new tokens (`SeqSpan`), the paged attention
+that reads their context from the pool (`PagedAttention`, planned once per step by an `AttentionBackend` of
+engine/model/attention), and the step as the model sees it (`StepContext`).
 
-A step runs the new tokens of one or more sequences as one batch (their rows concatenated in order): the
-linear layers see all rows at once, attention runs per sequence over its own context (a `SeqSpan`).
+Every exact path (a cold prefill, a prefill after a cached prefix, a decode step, a batch of them) is a paged
+step: each layer writes the step's new K/V once, to the pool at `write_slots`, then one attention dispatch
+reads every sequence's keys [0, start + length) through its block table. The two other kinds of forward have
+no pool: a plain causal forward from position 0 (the reference, attention maps) and a forward into a private
+window (`WindowSpan`: the opt-in approximate experiments of engine/approx).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -20,47 +26,69 @@ QKObserver = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 @dataclass
 class SeqSpan:
-    """One sequence's `length` new tokens in a step, at positions start, start + 1, ...
-
-    Query i sees positions [0, start + i]. With a `window`, the context [0, start) is its rows and the new
-    K/V become rows [start, start + length); without one, a span after a prefix (start > 0) gathers the
-    context from the pool at `read_slots` (positions [0, start + length), the new ones included); with
-    neither, there is no context: start is 0.
-
-    `positions` (ascending, window required) scatters the new tokens instead: token i is at positions[i],
-    its K/V go to that window row, and it sees every window row up to it. The rows between are whatever the
-    window holds (reused K/V of an approximate assembly), so a plan's computed runs take one forward.
-    """
+    """One sequence's `length` new tokens in a step, at positions start, start + 1, ...: query i sees
+    positions [0, start + i], all of them in the pool's blocks of `block_table` once the step has written its
+    own (the table covers positions [0, start + length))."""
 
     start: int
     length: int
-    window: KVWindow | None = None
-    read_slots: torch.Tensor | None = None
+    block_table: list[int] = field(default_factory=list)
+
+
+class PagedAttention(Protocol):
+    """A step's attention, planned once (indices on the device) and called once per layer for the whole
+    batch: q `[T, heads, head_dim]` (the step's rows, spans in order), the step's own k, v `[T, kv_heads,
+    head_dim]` (already in the pool), output `[T, heads, head_dim]`."""
+
+    def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor: ...
+
+
+class AttentionBackend(Protocol):
+    name: str
+    description: str  # what runs, recorded in every result's environment (Engine.info["attention"])
+
+    def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> PagedAttention: ...
+
+
+@dataclass
+class WindowSpan:
+    """A forward into a private window (approximate experiments only): `length` tokens at positions start..
+    over its rows [0, start), or at ascending `positions` over whatever rows it holds (reused K/V), each token
+    seeing every row up to its own."""
+
+    window: KVWindow
+    start: int
+    length: int
     positions: torch.Tensor | None = None
 
 
 @dataclass
 class StepContext:
-    """The step's spans, in the order of its token rows. The first len(write_slots) rows have their K/V
-    written to the pool at `write_slots` (sequences that keep their K/V only in a window come after them)."""
+    """The step's spans in the order of its token rows, and how attention reads them: `attention` over the
+    pool (K/V written at `write_slots` first), a `window`, or neither (one causal sequence from 0)."""
 
-    spans: list[SeqSpan] = field(default_factory=list)
+    spans: list[SeqSpan]
     kv: KVCache | None = None
     write_slots: torch.Tensor | None = None
+    attention: PagedAttention | None = None
+    window: WindowSpan | None = None
     observe: QKObserver | None = None
+    token_positions: torch.Tensor | None = None  # the rows' positions, on the device (paged steps)
 
     @classmethod
     def plain(cls, length: int, observe: QKObserver | None = None) -> StepContext:
         """A causal forward of `length` tokens from position 0 with no cache."""
         return cls([SeqSpan(0, length)], observe=observe)
 
+    @classmethod
+    def windowed(cls, span: WindowSpan) -> StepContext:
+        return cls([SeqSpan(span.start, span.length)], window=span)
+
     def positions(self, device: torch.device) -> torch.Tensor:
         """The absolute position of every token row, `[total length]` on `device`."""
-        if len(self.spans) == 1 and self.spans[0].positions is None:
-            span = self.spans[0]
-            return torch.arange(span.start, span.start + span.length, device=device)
-        parts = [
-            s.positions.cpu() if s.positions is not None else torch.arange(s.start, s.start + s.length)
-            for s in self.spans
-        ]
-        return torch.cat(parts).to(device)
+        if self.token_positions is not None:
+            return self.token_positions
+        if self.window is not None and self.window.positions is not None:
+            return self.window.positions.to(device)
+        span = self.spans[0]
+        return torch.arange(span.start, span.start + span.length, device=device)

@@ -1,4 +1,4 @@
-"""`KVWindow`: one sequence's attention context, contiguous per layer and KV head, kept beside the pool."""
+"""`KVWindow`: a private contiguous K/V context, outside the pool, for the approximate experiments."""
 
 from __future__ import annotations
 
@@ -8,16 +8,13 @@ from engine.kv.pool import KVCache
 
 
 class KVWindow:
-    """One sequence's attention context: K/V contiguous per layer and KV head, `[layers, kv_heads, capacity,
-    head_dim]` (the layout attention reads), kept beside the pool. It is the single place a prefill after a
-    cached prefix and every decode step read their context from, so no step gathers blocks.
+    """One sequence's attention context for the opt-in approximate experiments (engine/approx): K/V contiguous
+    per layer and KV head, `[layers, kv_heads, capacity, head_dim]`, outside the pool, where an assembly
+    writes relocated, spliced or stale rows (`write`) before a forward extends or scatters into it. The
+    exact paths never use one: they read the pool through block tables (engine/model/attention).
 
-    Rows [0, start) are the context a step with new tokens at positions start.. attends to; the step then
-    writes its own rows [start, start + T) (`extend`). The engine fills rows [0, S) from the pool's blocks
-    at admission (`from_blocks`), so they equal the pool's slots and the result is exact; anything that wants
-    another context (relocated, spliced, stale K/V: approximate, opt-in) writes its rows with `write` before
-    the step. The pool stays the record that the prefix cache publishes; the window costs one more copy of
-    this sequence's K/V.
+    Rows [0, start) are the context a forward with new tokens at positions start.. attends to; it writes its
+    own rows [start, start + T) (`extend`). `from_blocks` copies pool blocks out (an exact snapshot).
     """
 
     def __init__(

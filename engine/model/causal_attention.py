@@ -1,6 +1,7 @@
-"""Causal attention of T new queries over a sequence's keys, the new ones last: a cold prefill, a prefill after
-a cached prefix, or a decode step, each on the cheapest exact path; and queries at scattered positions of a
-window (approximate assemblies).
+"""Causal attention of T new queries over one sequence's contiguous keys, the new ones last, on the cheapest
+exact path: the plain forward from position 0 (the reference, attention maps) and forwards into a private
+window (approximate assemblies: after its rows, or at scattered positions); and `merge`, the exact union of
+two attentions by their log-sum-exps, which the paged backends share.
 
 Shapes: q `[T, heads, head_dim]` at positions start.., k/v `[kv_heads, start + T, head_dim]` (the window's
 layout). Query i sees keys [0, start + i]. Grouped-query attention without repeating the context's K/V:
@@ -40,16 +41,19 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: i
 
 def _split_after_prefix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
     """New queries over the cached keys (no mask) and over the new keys (square causal), merged exactly by
-    their log-sum-exps: the work of the FLOP model, where one masked call over all keys would compute every
-    (query, key) score and read a mask, skipping nothing.
-
-    With o_c, l_c and o_n, l_n the two outputs and log-sum-exps, softmax over the union weighs them
-    e^l_c : e^l_n, so out = o_n + sigmoid(l_c - l_n) (o_c - o_n), computed in float32 (as vLLM's
-    merge_attn_states does): a half-precision merge would add its own rounding to both outputs'."""
+    their log-sum-exps (`merge`): the work of the FLOP model, where one masked call over all keys would
+    compute every (query, key) score and read a mask, skipping nothing."""
     o_ctx, lse_ctx = attention_with_lse(q, k[:, :, :start], v[:, :, :start], causal=False)
     o_new, lse_new = attention_with_lse(q, k[:, :, start:], v[:, :, start:], causal=True)
-    weight = torch.sigmoid(lse_ctx - lse_new).unsqueeze(-1)
-    return torch.lerp(o_new.float(), o_ctx.float(), weight).to(q.dtype)
+    return merge(o_ctx, lse_ctx, o_new, lse_new)
+
+
+def merge(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torch.Tensor) -> torch.Tensor:
+    """Attention over the union of two key sets from each one's output and log-sum-exp: softmax over the union
+    weighs them e^lse_a : e^lse_b, so out = o_b + sigmoid(lse_a - lse_b) (o_a - o_b), computed in float32 (as
+    vLLM's merge_attn_states does): a half-precision merge would add its own rounding to both outputs'."""
+    weight = torch.sigmoid(lse_a - lse_b).unsqueeze(-1)
+    return torch.lerp(o_b.float(), o_a.float(), weight).to(o_b.dtype)
 
 
 def attention_with_lse(

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.kv.step import SeqSpan, StepContext
+from engine.kv.step import StepContext, WindowSpan
 from engine.model.causal_attention import causal_attention, scattered_attention
 from engine.model.config import ModelConfig
 from engine.model.rotary import Rotary
@@ -82,34 +82,29 @@ class Attention(nn.Module):
             qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
         qk = Rotary.rotate(qk, *rope)
         q, k = qk[:, :h], qk[:, h:]
-        if ctx.kv is not None and ctx.write_slots is not None:
-            n = ctx.write_slots.shape[0]
-            ctx.kv.write(self.layer, ctx.write_slots, k[:n], v[:n])
-        outs, row = [], 0
-        for span in ctx.spans:
-            rows = slice(row, row + span.length)
-            outs.append(self._attend(q[rows], k[rows], v[rows], span, ctx))
-            row += span.length
-        out = outs[0] if len(outs) == 1 else torch.cat(outs)
+        if ctx.attention is not None:  # the paged path: new K/V written once, one dispatch for the batch
+            assert ctx.kv is not None and ctx.write_slots is not None
+            ctx.kv.write(self.layer, ctx.write_slots, k, v)
+            out = ctx.attention.forward(self.layer, q, k, v)
+        elif ctx.window is not None:
+            out = window_attention(self.layer, q, k, v, ctx.window)
+        else:  # one sequence from position 0, nothing cached
+            if ctx.observe is not None:
+                ctx.observe(self.layer, q, k)
+            out = causal_attention(q, k.transpose(0, 1), v.transpose(0, 1), 0)
         return linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
 
-    def _attend(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: SeqSpan, ctx: StepContext
-    ) -> torch.Tensor:
-        """One sequence's attention output `[length, heads, head_dim]` over its context (see SeqSpan)."""
-        if span.positions is not None:
-            assert span.window is not None, "scattered queries read a window"
-            keys, values = span.window.scatter(self.layer, span.positions, k, v)
-            return scattered_attention(q, keys, values, span.positions)
-        kh, vh = k.transpose(0, 1), v.transpose(0, 1)  # [kv_heads, T, head_dim]
-        if span.window is not None:  # the context [0, start) is already contiguous there
-            kh, vh = span.window.extend(self.layer, span.start, k, v)
-        elif span.start > 0:  # no window: gather everything the sequence holds from the pool
-            k_all, v_all = ctx.kv.read(self.layer, span.read_slots)
-            kh, vh = k_all.transpose(0, 1), v_all.transpose(0, 1)
-        if ctx.observe is not None:
-            ctx.observe(self.layer, q, kh.transpose(0, 1))
-        return causal_attention(q, kh, vh, span.start)
+
+def window_attention(
+    layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, span: WindowSpan
+) -> torch.Tensor:
+    """Attention of a forward into a private window (approximate experiments, see WindowSpan): the new K/V
+    become its rows, and the queries read its rows up to theirs."""
+    if span.positions is not None:
+        keys, values = span.window.scatter(layer, span.positions, k, v)
+        return scattered_attention(q, keys, values, span.positions)
+    keys, values = span.window.extend(layer, span.start, k, v)
+    return causal_attention(q, keys, values, span.start)
 
 
 class MLP(nn.Module):

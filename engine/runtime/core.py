@@ -22,8 +22,8 @@ from typing import Any, TypeVar
 import torch
 
 from engine.arguments import boolean, string
-from engine.devices import allocation_failed, now
-from engine.errors import CacheCapacityError, InvalidArgumentError, NumericalError
+from engine.devices import now
+from engine.errors import InvalidArgumentError, NumericalError
 from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
 from engine.model.sampling import sample_rows
@@ -59,11 +59,12 @@ class EngineCore(LoadedModel):
     def __init__(self, *args: Any, max_num_seqs: int = 64, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_num_seqs = max_num_seqs
-        self.runner = ModelRunner(self.model, self.kv, self.device)
+        self.runner = ModelRunner(self.model, self.kv, self.device, self.attention)
         # prefill_chunk is the step's token budget: a longer prompt is prefilled over several steps
         self.scheduler = Scheduler(self.blocks, max_num_seqs, self.prefill_chunk)
         self.requests: dict[str, Request] = {}
         self._ids = itertools.count()
+        self._salts = itertools.count()  # private requests' own salts
         self._ready: list[StepOutput] = []
         self._lock = threading.RLock()
         # Called from `step` with (request id, cached tokens) when a request is first admitted (its prefix
@@ -89,7 +90,9 @@ class EngineCore(LoadedModel):
     ) -> str:
         """Queue a request; its id. Checked here: arguments, the model's context, and that the pool could
         ever hold it (a request that fits waits, or preempts, for room). `cache=False` (or an engine loaded
-        with cache=False) keeps its K/V in its own window: no lookup, nothing published, nothing evicted.
+        with cache=False) runs it on the same path under a salt of its own: its lookup misses, nothing is
+        published, and it evicts a cached block only when no empty one is left (the cold arm of a cache
+        measurement, which then differs from the warm one only in the hit).
         `cache_salt` isolates tenants: blocks hashed under one salt never serve another. `ignore_eos` decodes
         exactly max_new_tokens tokens (for benchmarks that fix output lengths)."""
         params = SamplingParams.checked(
@@ -102,7 +105,8 @@ class EngineCore(LoadedModel):
         encoded = self.prompts.encode(prompt)
         self.check_context(len(encoded.ids), params.max_new_tokens)
         generator = torch.Generator().manual_seed(params.seed) if params.seed is not None else None
-        seq = SequenceState(list(encoded.ids), salt=string("cache_salt", cache_salt))
+        salt = string("cache_salt", cache_salt)
+        seq = SequenceState(list(encoded.ids), salt=f"\0private:{next(self._salts)}" if private else salt)
         times = (now(self.device), encoded.render_s, encoded.tokenize_s)
         return self._enqueue(
             Request(rid, seq, params, times[0], private, *times[1:], generator, decode=self._text)
@@ -121,10 +125,11 @@ class EngineCore(LoadedModel):
         arrival: float | None = None,
     ) -> str:
         """Queue a prompt whose K/V something else computed into a private window (the approximate assemblies
-        of engine/approx), with its last token's logits: its first token is their argmax now, and the step
-        loop decodes the rest greedily in that window (logits of every step kept); it never reaches the pool."""
+        of engine/approx), with its last token's logits: its first token is their argmax now; at admission
+        its window is copied into pool blocks of its own (`Timing.copy_s`, never published), and the step
+        loop decodes the rest greedily there (logits of every step kept)."""
         params = SamplingParams.checked(max_new_tokens, 0.0, 1.0, None, None, True)
-        seq = SequenceState(list(token_ids))
+        seq = SequenceState(list(token_ids), salt=f"\0private:{next(self._salts)}")
         seq.num_kv = len(seq)
         req = Request(
             f"req-{next(self._ids)}",
@@ -132,6 +137,7 @@ class EngineCore(LoadedModel):
             params,
             now(self.device),
             private=True,
+            prefilled=True,
             window=window,
             decode=self._text,
         )
@@ -166,15 +172,16 @@ class EngineCore(LoadedModel):
                 req.admitted, req.lookup_s, req.cached_tokens = t0, t_lookup - t0, req.seq.num_cached
                 if self.on_admitted is not None:
                     self.on_admitted(req.id, req.cached_tokens)
-            req.window = req.window or self._window(req)
+            if req.window is not None:
+                self._copy_window(req)
         if not scheduled.work:
             return []
         sampling, logits, failed = self.runner.run_isolating(scheduled.work)
         t_forward = now(self.device)
         outputs = [self._fail(req, error) for req, error in failed]
         for req, _ in scheduled.work:
-            if not req.private and req.finish_reason is None:
-                self.blocks.publish(req.seq)
+            if req.finish_reason is None:
+                self.blocks.publish(req.seq, enter=not req.private)
         params = [(r.params.temperature, r.params.top_p, r.generator) for r in sampling]
         tokens = sample_rows(logits, params)
         t_sampled = now(self.device)
@@ -227,21 +234,15 @@ class EngineCore(LoadedModel):
     def _text(self, ids: list[int]) -> str:
         return self.prompts.text(ids)
 
-    def _window(self, req: Request) -> KVWindow | None:
-        """The request's attention context for its prefill and decode, holding its cached prefix (one
-        gather). A pool-backed request whose copy does not fit in memory (on any device) gets None and
-        gathers its context from the pool every step (same numbers, more traffic); a private one has nowhere
-        else."""
-        try:
-            if req.private:
-                return KVWindow.like(self.kv, req.capacity)
-            return KVWindow.from_blocks(self.kv, req.seq.block_table, req.seq.num_kv, req.capacity)
-        except RuntimeError as e:  # torch.OutOfMemoryError on a GPU, the allocator's RuntimeError on a CPU
-            if not allocation_failed(e):
-                raise
-            if req.private:
-                raise CacheCapacityError(f"no device memory for a {req.capacity}-token K/V window") from None
-            return None
+    def _copy_window(self, req: Request) -> None:
+        """A prefilled request's K/V, rows [0, num_kv) of its window, into its blocks (timed: `copy_s`)."""
+        assert req.window is not None
+        t0, n = now(self.device), req.seq.num_kv
+        slots = self.kv.slots(req.seq.block_table, 0, n)
+        for layer in range(self.config.num_layers):
+            k, v = (x[layer, :, :n].transpose(0, 1) for x in (req.window.k, req.window.v))
+            self.kv.write(layer, slots, k, v)
+        req.window, req.copy_s = None, now(self.device) - t0
 
     def cache_stats(self) -> dict[str, int]:
         """The block manager's counts and split of blocks, and the requests preempted so far."""

@@ -1,5 +1,6 @@
 """`LoadedModel`: a model ready to serve, everything but the request lifecycle (engine/runtime/engine.py):
-its source, weights, tokenizer and prompt encoder, device and dtype, the KV pool and its block manager;
+its source, weights, tokenizer and prompt encoder, device and dtype, the KV pool, its block manager and the
+attention backend that reads it;
 what results record about it; its plain reference forward; and its prefix cache's state."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from engine.kv.block_manager import BlockManager
 from engine.kv.pool import KVCache
 from engine.kv.step import StepContext
 from engine.loading.sources import ModelSource
+from engine.model.attention import select as select_attention
 from engine.model.decoder import Decoder
 from engine.prompts.chat import Message
 from engine.prompts.encoder import Prompt, PromptEncoder
@@ -35,6 +37,7 @@ class LoadedModel:
         cache_gb: float | None = None,
         cache: bool = True,
         prefill_chunk: int = 4096,
+        attention: str = "auto",
     ) -> None:
         self.source, self.model, self.config = source, model, source.config
         self.prompts = PromptEncoder(tokenizer, source.model_id, source.config)
@@ -45,13 +48,16 @@ class LoadedModel:
         )
         self.blocks = BlockManager(num_blocks, block_size, f"{source.digest}:{dtype_name(dtype)}".encode())
         self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)
+        self.attention = select_attention(attention, device, dtype, block_size)
 
     # ---- identity and prompts (see runtime/identity.py, prompts/encoder.py) ----------------------------
     @property
     def info(self) -> dict[str, Any]:
         """What every result records about the model and machine it came from."""
         cache_tokens = self.blocks.num_blocks * self.blocks.block_size
-        return identity(self.source, self.dtype, self.device, self.blocks.block_size, cache_tokens)
+        return identity(self.source, self.dtype, self.device, self.blocks.block_size, cache_tokens) | {
+            "attention": self.attention.description
+        }
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:

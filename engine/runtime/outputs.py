@@ -37,6 +37,9 @@ class Timing:
     render_s: float = 0.0  # chat template -> text (host; 0 for text or token-id prompts)
     tokenize_s: float = 0.0  # text -> token ids (host; 0 for token-id prompts)
     queue_s: float = 0.0  # arrival -> admission (first scheduled)
+    # K/V copied per request (an approximate assembly's window into the pool's blocks); 0 on exact paths,
+    # which read the cached prefix in place
+    copy_s: float = 0.0
     time_per_output_token_s: float = (
         0.0  # decode_s / (completion tokens - 1), as serving benchmarks define it
     )

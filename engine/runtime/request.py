@@ -5,8 +5,9 @@ Invariants:
 - `seq.token_ids` is the prompt and the tokens generated so far; positions [0, seq.num_kv) have K/V, so the
   next step computes `pending` tokens (the rest of the prompt, or the last sampled token) and samples when it
   reaches the end;
-- a pool-backed request (`private` False) holds blocks only while RUNNING; a private one keeps its K/V in its
-  own window only and never touches the pool (cache off, or an approximate assembly);
+- every request's K/V live in pool blocks, held only while RUNNING; a private one (cache off) runs under a
+  salt of its own and publishes nothing; a prefilled one (an approximate assembly) brings its prompt's K/V
+  in a `window`, copied into its blocks at admission (`copy_s`), and is never preempted;
 - `text` is what the request has given out: whole characters, never past the start of a stop string; its
   detokenizer and stop matcher see each token once (constant work per token, however long the reply).
 """
@@ -74,12 +75,14 @@ class Request:
     seq: SequenceState
     params: SamplingParams
     arrival: float  # when it was added (token ids known), synchronized clock
-    private: bool = False  # else pool-backed: prefix lookup at admission, full blocks published as they fill
+    private: bool = False  # cache off: its lookup always misses (own salt), nothing published
     render_s: float = 0.0
     tokenize_s: float = 0.0
     generator: torch.Generator | None = None
     status: Status = Status.WAITING
-    window: KVWindow | None = None
+    prefilled: bool = False  # its prompt's K/V come from `window` (approximate), not from a forward
+    window: KVWindow | None = None  # a prefilled request's K/V until they are copied into its blocks
+    copy_s: float = 0.0  # that copy, at admission
     cached_tokens: int = 0  # prompt tokens served from the prefix cache at its first admission
     approximate_tokens: int = 0
     admitted: float | None = None  # first admission
@@ -162,6 +165,7 @@ class Request:
             render_s=self.render_s,
             tokenize_s=self.tokenize_s,
             queue_s=admitted - self.arrival,
+            copy_s=self.copy_s,
             time_per_output_token_s=decode_s / (n_out - 1) if n_out > 1 else 0.0,
             inter_token_s=[b - a for a, b in zip(times, times[1:], strict=False)],
         )

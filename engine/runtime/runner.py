@@ -1,10 +1,11 @@
 """`ModelRunner`: one forward step of the decoder over a batch of requests' tokens.
 
-A step's rows are the scheduled tokens of every request, pool-backed requests first (their new K/V go to the
-pool at their block tables' slots, and to their windows), then private ones (their windows only). Attention
-reads each request's window, or, for a pool-backed request whose window did not fit in memory, gathers its
-context from the pool. Only the last row of each request that reaches the end of its tokens goes through the
-LM head: those requests sample.
+A step's rows are the scheduled tokens of every request, in the order of the work. Every request's K/V live
+in the pool: each layer writes the step's new K/V once at the requests' block-table slots, and one attention
+dispatch (the engine's `AttentionBackend`, planned once per step) reads every sequence's context through its
+block table. Only the last row of each request that reaches the end of its tokens goes through the LM head:
+those requests sample. `compute` is the other kind of forward: into a private window, for the approximate
+experiments of engine/approx only.
 """
 
 from __future__ import annotations
@@ -13,47 +14,54 @@ from collections.abc import Sequence
 
 import torch
 
+from engine.devices import to_device
 from engine.kv.pool import KVCache
-from engine.kv.step import SeqSpan, StepContext
+from engine.kv.slots import slots_of
+from engine.kv.step import AttentionBackend, SeqSpan, StepContext, WindowSpan
 from engine.kv.window import KVWindow
 from engine.model.decoder import Decoder
 from engine.runtime.request import Request
 
 
 class ModelRunner:
-    def __init__(self, model: Decoder, kv: KVCache, device: torch.device) -> None:
-        self.model, self.kv, self.device = model, kv, device
+    def __init__(
+        self, model: Decoder, kv: KVCache, device: torch.device, attention: AttentionBackend
+    ) -> None:
+        self.model, self.kv, self.device, self.attention = model, kv, device, attention
 
     def run(self, work: Sequence[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Compute each request's next `n` tokens (positions num_kv .. num_kv + n); the requests that sample,
         in row order, and their float32 logits `[len, vocab]`."""
-        ordered = sorted(work, key=lambda w: w[0].private)  # stable: pool-backed first, each in work order
         ids: list[int] = []
+        positions: list[int] = []
+        slots: list[int] = []
         spans: list[SeqSpan] = []
-        write_slots: list[torch.Tensor] = []
         sampling: list[Request] = []
         rows: list[int] = []
-        for req, n in ordered:
+        bs = self.kv.block_size
+        for req, n in work:
             assert n >= 1, f"request {req.id} scheduled with {n} tokens"
             seq, start = req.seq, req.seq.num_kv
             ids += seq.token_ids[start : start + n]
-            read = None
-            if not req.private:
-                write_slots.append(self.kv.slots(seq.block_table, start, start + n))
-                if req.window is None and start > 0:
-                    read = self.kv.slots(seq.block_table, 0, start + n)
-            spans.append(SeqSpan(start, n, req.window, read))
+            positions += range(start, start + n)
+            slots += slots_of(seq.block_table, start, start + n, bs)
+            spans.append(SeqSpan(start, n, seq.block_table))
             if start + n == len(seq):
                 sampling.append(req)
                 rows.append(len(ids) - 1)
-        slots = (write_slots[0] if len(write_slots) == 1 else torch.cat(write_slots)) if write_slots else None
-        ctx = StepContext(spans, self.kv, slots)
+        ctx = StepContext(
+            spans,
+            self.kv,
+            write_slots=to_device(slots, torch.long, self.device),
+            attention=self.attention.plan(spans, self.kv),
+            token_positions=to_device(positions, torch.long, self.device),
+        )
         if rows == [len(ids) - 1]:  # one request samples, from the last row (a solo step)
             pick: slice | torch.Tensor = slice(-1, None)
         else:  # no row (every prompt chunk ends before its prompt does), or several
-            pick = torch.tensor(rows, dtype=torch.long, device=self.device) if rows else slice(0, 0)
+            pick = to_device(rows, torch.long, self.device) if rows else slice(0, 0)
         logits = self.model(self._tensor(ids), ctx, pick)
-        for req, n in ordered:
+        for req, n in work:
             req.seq.num_kv += n
         return sampling, logits
 
@@ -94,8 +102,8 @@ class ModelRunner:
         """One forward of `token_ids` into a private window: at positions start, start + 1, ... over its rows
         [0, start), or at scattered `positions` over whatever rows it holds (see SeqSpan). Float32 logits
         `[vocab]` of the last token."""
-        span = SeqSpan(start, len(token_ids), window, positions=positions)
-        return self.model(self._tensor(token_ids), StepContext([span]))[0]
+        span = WindowSpan(window, start, len(token_ids), positions)
+        return self.model(self._tensor(token_ids), StepContext.windowed(span))[0]
 
     def _tensor(self, ids: Sequence[int]) -> torch.Tensor:
         return torch.tensor(ids, dtype=torch.long, device=self.device)

@@ -7,10 +7,16 @@ request in flight published a step before) while the step has token budget (`max
 room (`max_num_seqs`). A request gets as many of its pending tokens as the budget leaves: long prompts are
 prefilled in chunks across steps, beside the other requests' decode tokens.
 
-When a running request needs a block and none is free, the most recently admitted pool-backed request is
-preempted: its blocks are released (their full blocks stay cached), its window dropped, and it goes back to
-the front of the queue with every token it has, to be recomputed, mostly from the prefix cache, when it is
-admitted again. No waiting request is admitted in a step that preempted. Private requests hold no blocks.
+Every request's K/V live in the pool's blocks. A private request (cache off) is admitted on the same path
+under a salt of its own (`Request.salt`): its lookup misses, its blocks are hashed but never entered, so it
+reads nothing cached, publishes nothing and leaves its blocks empty; it evicts a cached block only when no
+empty one is left. A prefilled request (an approximate assembly's) has its K/V already: it takes blocks for
+them, and the engine copies them in at admission.
+
+When a running request needs a block and none is free, the most recently admitted request that can be
+recomputed (not a prefilled one) is preempted: its blocks are released (their full blocks stay cached), and
+it goes back to the front of the queue with every token it has, to be recomputed, mostly from the prefix
+cache, when it is admitted again. No waiting request is admitted in a step that preempted.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ from engine.runtime.request import Request, Status
 @dataclass
 class ScheduledStep:
     work: list[tuple[Request, int]] = field(default_factory=list)  # (request, tokens to compute), in order
-    admitted: list[Request] = field(default_factory=list)  # admitted this step: their windows are to open
+    admitted: list[Request] = field(
+        default_factory=list
+    )  # admitted this step (a prefilled one's K/V to copy)
     preempted: list[Request] = field(default_factory=list)
 
 
@@ -42,7 +50,7 @@ class Scheduler:
         """Queue a request; one the pool could never hold, even alone, is refused (a request that fits waits,
         or preempts others, for room)."""
         needed = self.blocks.blocks_for(req.capacity)
-        if not req.private and needed > self.blocks.num_blocks:
+        if needed > self.blocks.num_blocks:
             raise CacheCapacityError(
                 f"request needs {needed} KV blocks ({req.capacity} tokens at {self.blocks.block_size} per "
                 f"block) but the cache holds {self.blocks.num_blocks}; raise cache_tokens/cache_gb or "
@@ -89,24 +97,32 @@ class Scheduler:
     def _admit(self, req: Request, budget: int) -> int:
         """Look up the cached prefix and take the blocks of the first chunk; the chunk's length, or 0 (and no
         change) when its blocks cannot be had."""
-        if req.private:  # K/V in its own window only: nothing to look up or take
-            return min(req.pending, budget)
-        matched = self.blocks.match(req.seq.token_ids, req.seq.salt)
+        seq = req.seq
+        if req.window is not None:  # prefilled: blocks for the K/V it has and its next token, no lookup
+            n = min(req.pending, budget)
+            if not self.blocks.fits([], seq.num_kv + n):
+                return 0
+            self.blocks.grow(seq, seq.num_kv + n)
+            return n
+        matched = self.blocks.match(seq.token_ids, seq.salt)
         cached = len(matched[0]) * self.blocks.block_size
-        n = min(len(req.seq) - cached, budget)
+        n = min(len(seq) - cached, budget)
         if not self.blocks.fits(matched[0], cached + n):
             return 0
-        self.blocks.admit(req.seq, True, matched)
-        self.blocks.grow(req.seq, cached + n)
+        self.blocks.admit(seq, not req.private, matched)  # a private request's lookup is not counted
+        self.blocks.grow(seq, cached + n)
         return n
 
     def _make_room(self, req: Request, num_tokens: int, step: ScheduledStep) -> bool:
-        """Blocks for positions [0, num_tokens) of a running request, preempting the newest pool-backed
-        requests until they fit; False if `req` itself had to go."""
-        if req.private:
-            return True
+        """Blocks for positions [0, num_tokens) of a running request, preempting the newest requests that
+        can be recomputed until they fit; False if `req` itself had to go."""
         while not self.blocks.can_grow(req.seq, num_tokens):
-            victim = next(r for r in reversed(self.running) if not r.private)
+            victim = next((r for r in reversed(self.running) if not r.prefilled), None)
+            if victim is None:
+                raise CacheCapacityError(
+                    "the KV cache is full of prefilled requests' blocks, which cannot be recomputed; "
+                    "raise cache_tokens/cache_gb or run fewer assemblies at once"
+                )
             self._preempt(victim)
             step.preempted.append(victim)
             if victim is req:
@@ -118,7 +134,7 @@ class Scheduler:
         self.running.remove(req)
         self.blocks.release(req.seq)
         req.seq.num_kv = 0
-        req.status, req.window = Status.WAITING, None
+        req.status = Status.WAITING
         req.preemptions += 1
         self.preemptions += 1
         self.waiting.appendleft(req)

@@ -136,14 +136,16 @@ def test_a_plan_computes_all_its_runs_in_one_forward(eng, monkeypatch) -> None:
     assert (one.window.k[:, :, :60] - window.k[:, :, :60]).abs().max().item() <= 1e-5
 
 
-def test_an_uncached_request_evicts_nothing(tiny_dir, load) -> None:
-    """cache=False on a shared engine keeps its K/V in its own window: the cached blocks stay, all of them."""
-    small = load(tiny_dir("qwen2"), block_size=16, cache_tokens=4 * 16)
+def test_an_uncached_request_takes_empty_blocks_and_evicts_nothing(tiny_dir, load) -> None:
+    """cache=False on a shared engine runs in the pool under a salt of its own: it takes empty blocks (all it
+    needs here), reads nothing cached and publishes nothing, so the cached blocks stay, all of them."""
+    small = load(tiny_dir("qwen2"), block_size=16, cache_tokens=8 * 16)
     base = tokens(63, 32)
-    small.generate(base, max_new_tokens=1)  # 3 full blocks cached, nothing free but one empty block
+    small.generate(base, max_new_tokens=1)  # 3 full blocks cached, 5 blocks free
     before = small.cache_stats()
-    small.generate(tokens(60, 33), max_new_tokens=20, cache=False)  # 80 positions: more than the pool
+    gen = small.generate(base[:60], max_new_tokens=20, cache=False)  # 80 positions: all 5 free blocks
     after = small.cache_stats()
+    assert gen.usage.cached_tokens == 0 and after["lookups"] == before["lookups"]
     assert (
         after["evictions"] == before["evictions"] and after["blocks_cached"] == before["blocks_cached"] == 3
     )

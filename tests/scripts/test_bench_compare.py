@@ -59,12 +59,13 @@ def test_metrics_are_ratios_within_the_run(tmp_path: Path) -> None:
     )
 
 
-def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
+def test_decode_steps_are_compared_with_transformers_one_sequence_and_the_weights(tmp_path: Path) -> None:
     steps = [
         record(0.09, case="decode", impl="ours", context=4096),
-        record(0.10, case="decode", impl="ours-gather", context=4096),
         record(0.12, case="decode", impl="transformers", context=4096),
         record(0.19, case="decode_weights", impl="step/weights", context=512, ratio=1.4, weight_bytes=2e9),
+        record(0.02, case="decode_step_batch", impl="ours", batch=1, context=1024),
+        record(0.03, case="decode_step_batch", impl="ours", batch=8, context=1024),
     ]
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
@@ -72,10 +73,28 @@ def test_the_decoding_window_is_compared_with_gathering(tmp_path: Path) -> None:
     assert got == pytest.approx(
         {
             "ours/transformers decode @4096": 0.75,
-            "window/gather decode @4096": 0.9,
             "decode step/weights @512": 1.4,  # the alternating pairs' median, as recorded
+            "decode step 8/1 @1024": 1.5,
         }
     )
+
+
+def test_the_warm_ttft_is_compared_with_a_contiguous_cache(tmp_path: Path) -> None:
+    steps = [
+        record(
+            1.0,
+            case="warm_contiguous",
+            impl="ours/contiguous",
+            cached=8192,
+            new=64,
+            ratio=1.1,
+            memory_share=0.04,
+        ),
+    ]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
+    got = bench_compare.metrics(bench_compare.load_run(path))
+    assert got == pytest.approx({"warm/contiguous 8192+64": 1.1, "warm memory share 8192+64": 0.04})
 
 
 def test_batched_decode_is_compared_with_one_request(tmp_path: Path) -> None:

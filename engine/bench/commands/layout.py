@@ -177,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
         "",
         "Summary over turns 2+ (turn 1 is a cold start in every layout); `ttft_ratio` is relative to "
         f"`{baseline}`, measured in the same run; the layouts' order within a turn rotates from pass to pass. "
-        "Cold TTFT: the same prompt with no cache, in a private window of its own (it evicts nothing warm), run after "
+        "Cold TTFT: the same prompt with no cache, under a salt of its own (same path, no hit), run after "
         "the warm request in one pass and before it in the next (`cold_first_passes` in turns.json).",
         "",
         f"Where reuse ended on turn {last}:",

@@ -9,9 +9,9 @@ replies (the model's, scripted, or those another conversation's model wrote: `re
 passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
 
 TTFT is arrival to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
-are timed apart (`render_s`, `tokenize_s`). Cold baselines run on the same engine with `cache=False`: a
-private window of their own, no lookup, nothing published and nothing evicted, so the warm cache is left
-as it was. A turn's cold run comes after its warm request in one pass and before it in the next (turn t
+are timed apart (`render_s`, `tokenize_s`). Cold baselines run on the same engine with `cache=False`: the
+same pool-backed path under a salt of their own (the lookup misses, nothing is published), taking empty
+blocks, so the warm cache is left as it was unless the pool has no empty block left. A turn's cold run comes after its warm request in one pass and before it in the next (turn t
 of pass p: cold first when p + t is odd), and the order is recorded per pass. Each pass records the
 machine's load and this process's CPU time against wall time (`engine.bench.harness.contention`).
 """
@@ -241,7 +241,7 @@ class Replayer:
         ]
 
     def _cold_ttft(self, ids: list[int]) -> float:
-        """TTFT of `ids` with no cache (a private window: the warm cache is neither read nor touched)."""
+        """TTFT of `ids` with no cache (its own salt: the warm cache is not read, nothing is published)."""
         return self.engine.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
 
     @staticmethod

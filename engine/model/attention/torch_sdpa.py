@@ -1,34 +1,38 @@
 """The torch backend: paged attention from PyTorch's own kernels, on every device (the CPU's exact path; on
-CUDA the fallback where no paged kernel library is installed).
+CUDA the fallback where no paged kernel library is installed, on MPS the only one).
 
-Per step (`plan`), the decode rows (one new token each) come first in the step's rows, the prefill chunks
-after them. Per layer (`forward`):
-- every decode row at once: one gather of the batch's contexts from the pool into `[sequences, kv_heads,
-  longest context, head_dim]` (an index the plan built once for all layers; padding masked) and one SDPA
-  call, each KV head serving its group of query heads as rows;
-- each prefill chunk (compute-bound: its call's cost is its work) reads its context in place: the runs of
-  consecutive blocks of its block table are strided views of the pool, each one fused call returning its
-  log-sum-exp, its own new keys one causal call, merged exactly (`parts_attention`); a table in more than
-  MAX_RUNS runs is gathered into one part. MPS, where no kernel returns the log-sum-exp, gathers the context
-  and runs one masked call. A chunk from position 0 is one causal call.
-Nothing is kept between steps: the memory a request adds is transient, one layer's gather at most.
+A step's sequences are laid out as a padded batch `[sequences, longest span]` (a view when every span has
+the same length, as in a decode step or a batch of equal chunks; else one index gathers the rows and one
+scatters the output back). Per layer, a fixed number of calls serves the whole batch, whatever its size:
+
+- `causal` (every span starts at 0: cold prefills): one causal call over the step's own new K/V; the pool
+  is not read;
+- `gathered` (decode steps; every step off the CPU): the keys [0, start + length) of every sequence gathered
+  from the pool through its block table into one `[sequences, kv_heads, longest, head_dim]` buffer (reused
+  by every layer of the step), then one masked call;
+- `split` (a CPU prefill after a cached prefix): the cached context [0, start) gathered as above and read
+  by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
+  merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
+  every (query, key) score and skip none.
+
+Every gathered index points at a position its sequence has written (padding repeats its last one), so a
+masked key is finite and weighs exactly 0. The memory a request adds is one layer's gather, for one step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from engine.devices import to_device
 from engine.kv.pool import KVCache
-from engine.kv.slots import contiguous_runs, padded
+from engine.kv.slots import padded
 from engine.kv.step import SeqSpan
-from engine.model.causal_attention import causal_attention, parts_attention
+from engine.model.causal_attention import merge
 
-MAX_RUNS = 8  # context runs read in place per prefill chunk; more: the context is gathered into one part
+_flash_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns the log-sum-exp too
 
 
 class TorchBackend:
@@ -36,111 +40,117 @@ class TorchBackend:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        in_place = device.type in ("cpu", "cuda")
-        self.description = "torch SDPA: decode rows gathered into one batched call per layer; prefill " + (
-            "reads the context in place (runs of blocks merged by log-sum-exp)" if in_place else "gathers"
+        self.split = device.type == "cpu"  # a fused kernel returning log-sum-exps under a mask: CPU flash
+        self.description = (
+            "torch SDPA: one call per layer for the batch over K/V gathered through the block "
+            + (
+                "tables (a prefill after a cached prefix: context and new keys merged by log-sum-exp)"
+                if self.split
+                else "tables, masked"
+            )
         )
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> TorchPlan:
-        """The step's attention plan; `spans` in row order, every decode span (length 1) first."""
-        n = 0
-        while n < len(spans) and spans[n].length == 1:
-            n += 1
-        assert all(s.length > 1 for s in spans[n:]), "decode spans come first"
-        return TorchPlan(kv, self.device, _decode_index(spans[:n], kv, self.device), _prefills(spans[n:], kv))
-
-
-@dataclass
-class Prefill:
-    span: SeqSpan
-    runs: list[tuple[int, int]] | None  # the context read in place, or None: gathered at `slots`
-    slots: torch.Tensor | None
-
-
-@dataclass
-class DecodeIndex:
-    slots: torch.Tensor  # [sequences, longest context]: pool slots of every position, padded
-    mask: torch.Tensor  # [sequences, 1, 1, longest context]: True where a position is the sequence's
+        return TorchPlan(spans, kv, self.device, self.split)
 
 
 class TorchPlan:
-    def __init__(
-        self, kv: KVCache, device: torch.device, decode: DecodeIndex | None, prefills: list[Prefill]
-    ) -> None:
-        self.kv, self.device, self.decode, self.prefills = kv, device, decode, prefills
+    """A step's attention: its indices and masks built once (one transfer each), run per layer."""
+
+    def __init__(self, spans: Sequence[SeqSpan], kv: KVCache, device: torch.device, split: bool) -> None:
+        self.kv, self.dtype = kv, kv.k.dtype
+        lengths, starts = [s.length for s in spans], [s.start for s in spans]
+        self.n, self.width = len(spans), max(lengths)
+        self.pad = self.unpad = None
+        if any(n != self.width for n in lengths):
+            first = [sum(lengths[:b]) for b in range(self.n)]
+            grid = [
+                [f + min(i, n - 1) for i in range(self.width)] for f, n in zip(first, lengths, strict=True)
+            ]
+            self.pad = to_device(grid, torch.long, device).view(-1)
+            rows = [b * self.width + i for b, n in enumerate(lengths) for i in range(n)]
+            self.unpad = to_device(rows, torch.long, device)
+        if not any(starts):
+            self.mode = "causal"
+            return
+        self.mode = "gathered" if self.width == 1 or not split else "split"
+        ends = [s + (n if self.mode == "gathered" else 0) for s, n in zip(starts, lengths, strict=True)]
+        self.slots = _slots(spans, ends, kv.block_size, device)
+        keys = torch.arange(max(ends), device=device)
+        if self.mode == "gathered":  # query i of sequence b sees keys [0, start_b + i]
+            queries = torch.arange(self.width, device=device)
+            first = to_device(starts, torch.long, device)
+            visible = keys[None, None, :] <= (first[:, None, None] + queries[None, :, None])
+            self.mask = (
+                _additive(visible[:, None], self.dtype) if len(set(ends)) > 1 or self.width > 1 else None
+            )
+        else:  # the cached context [0, start_b); a sequence with none gets weight 0 in the merge
+            self.mask = _additive(
+                (keys[None, :] < to_device(ends, torch.long, device)[:, None])[:, None, None], self.dtype
+            )
+            self.mask = self.mask if len(set(ends)) > 1 else None
+            self.no_context = to_device([s == 0 for s in starts], torch.bool, device)[:, None, None]
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        outs, row = [], 0
-        if self.decode is not None:
-            row = self.decode.slots.shape[0]
-            outs.append(self._decode(layer, q[:row]))
-        for p in self.prefills:
-            rows = slice(row, row + p.span.length)
-            outs.append(self._prefill(layer, q[rows], k[rows], v[rows], p))
-            row += p.span.length
-        return outs[0] if len(outs) == 1 else torch.cat(outs)
+        qb = self._batched(q)
+        if self.mode == "causal":
+            out = _attend(qb, self._batched(k), self._batched(v), None, causal=True)[0]
+        elif self.mode == "gathered":
+            out = _attend(qb, *self._gather(layer), self.mask, causal=False)[0]
+        else:
+            o_ctx, lse_ctx = _attend(qb, *self._gather(layer), self.mask, causal=False)
+            o_new, lse_new = _attend(qb, self._batched(k), self._batched(v), None, causal=True)
+            out = merge(o_ctx, lse_ctx.masked_fill(self.no_context, float("-inf")), o_new, lse_new)
+        rows = out.transpose(1, 2).reshape(self.n * self.width, *q.shape[1:])
+        return rows if self.unpad is None else rows.index_select(0, self.unpad)
 
-    def _pool(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The layer's K, V as flat slot rows `[slots, kv_heads, head_dim]` (views)."""
-        shape = (-1, *self.kv.k.shape[-2:])
-        return self.kv.k[layer].view(shape), self.kv.v[layer].view(shape)
+    def _batched(self, x: torch.Tensor) -> torch.Tensor:
+        """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
+        if self.pad is not None:
+            x = x.index_select(0, self.pad)
+        return x.view(self.n, self.width, *x.shape[1:]).transpose(1, 2)
 
-    def _decode(self, layer: int, q: torch.Tensor) -> torch.Tensor:
-        index = self.decode
-        assert index is not None
-        b, length = index.slots.shape
-        pool_k, pool_v = self._pool(layer)
-        kvh, d = pool_k.shape[1:]
-        keys, values = (
-            pool.index_select(0, index.slots.view(-1)).view(b, length, kvh, d).transpose(1, 2)
-            for pool in (pool_k, pool_v)
-        )
-        out = F.scaled_dot_product_attention(q.reshape(b, kvh, -1, d), keys, values, attn_mask=index.mask)
-        return out.reshape(q.shape)
-
-    def _prefill(
-        self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, p: Prefill
-    ) -> torch.Tensor:
-        kh, vh = k.transpose(0, 1), v.transpose(0, 1)  # [kv_heads, T, head_dim]
-        if p.span.start == 0:
-            return causal_attention(q, kh, vh, 0)
-        pool_k, pool_v = self._pool(layer)
-        if p.runs is not None:
-            context = [
-                (pool_k[a : a + n].transpose(0, 1), pool_v[a : a + n].transpose(0, 1)) for a, n in p.runs
-            ]
-            return parts_attention(q, context, kh, vh)
-        assert p.slots is not None
-        ck, cv = (pool.index_select(0, p.slots).transpose(0, 1) for pool in (pool_k, pool_v))
-        if self.device.type in ("cpu", "cuda"):
-            return parts_attention(q, [(ck, cv)], kh, vh)
-        return causal_attention(q, torch.cat((ck, kh), 1), torch.cat((cv, vh), 1), p.span.start)
+    def _gather(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The layer's keys and values at `slots`, `[sequences, kv_heads, keys, head_dim]`, into buffers
+        allocated at the first layer and reused by the others."""
+        pool = [x[layer].view(-1, *x.shape[-2:]) for x in (self.kv.k, self.kv.v)]
+        if self.buffers is None:
+            self.buffers = tuple(p.new_empty(self.slots.numel(), *p.shape[1:]) for p in pool)  # type: ignore[assignment]
+        assert self.buffers is not None
+        shape = (*self.slots.shape, *pool[0].shape[1:])
+        out = []
+        for p, buffer in zip(pool, self.buffers, strict=True):
+            torch.index_select(p, 0, self.slots.view(-1), out=buffer)
+            out.append(buffer.view(shape).transpose(1, 2))
+        return out[0], out[1]
 
 
-def _decode_index(spans: list[SeqSpan], kv: KVCache, device: torch.device) -> DecodeIndex | None:
-    """Pool slots of every decode span's positions [0, start + 1), padded to the longest, and the mask of
-    real ones: built on the device from the block tables (one small transfer)."""
-    if not spans:
-        return None
-    bs = kv.block_size
-    longest = max(s.start + 1 for s in spans)
-    width = -(-longest // bs)
+def _attend(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Output `[B, heads, T, head_dim]` and, on the CPU, the float32 log-sum-exp `[B, heads, T]`: CPU flash
+    attention broadcasts KV heads itself; elsewhere SDPA with `enable_gqa` (no log-sum-exp)."""
+    if q.device.type == "cpu":
+        out, lse = _flash_cpu(q, k, v, is_causal=causal, attn_mask=mask)[:2]
+        return out, lse.float()
+    visible = None if mask is None else mask == 0
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=visible, is_causal=causal, enable_gqa=True), None
+
+
+def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as the additive one (0 or -inf, in the queries' dtype) the CPU flash kernel takes."""
+    return torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(
+        ~visible, float("-inf")
+    )
+
+
+def _slots(spans: Sequence[SeqSpan], ends: list[int], block_size: int, device: torch.device) -> torch.Tensor:
+    """Pool slots of positions [0, ends[b]) of every sequence, `[sequences, max(ends)]`, built on the device
+    from the block tables (one small transfer); past its end a row repeats its last position (never read
+    unmasked, always written)."""
+    width = -(-max(ends) // block_size)
     tables = to_device(padded([s.block_table[:width] for s in spans], width), torch.long, device)
-    lengths = to_device([s.start + 1 for s in spans], torch.long, device)
-    pos = torch.arange(longest, device=device)
-    slots = tables.gather(1, (pos // bs).expand(len(spans), -1)) * bs + pos % bs
-    return DecodeIndex(slots, (pos < lengths[:, None])[:, None, None, :])
-
-
-def _prefills(spans: Sequence[SeqSpan], kv: KVCache) -> list[Prefill]:
-    out = []
-    for s in spans:
-        runs = contiguous_runs(s.block_table, s.start, kv.block_size, MAX_RUNS) if s.start else []
-        slots = None
-        if s.start and (runs is None or kv.k.device.type not in ("cpu", "cuda")):
-            table = torch.tensor(s.block_table, dtype=torch.long)
-            pos = torch.arange(s.start)
-            slots = (table[pos // kv.block_size] * kv.block_size + pos % kv.block_size).to(kv.k.device)
-            runs = None
-        out.append(Prefill(s, runs, slots))
-    return out
+    last = (to_device(ends, torch.long, device) - 1).clamp_(min=0)
+    pos = torch.minimum(torch.arange(max(ends), device=device)[None, :], last[:, None])
+    return tables.gather(1, pos // block_size) * block_size + pos % block_size

@@ -1,0 +1,137 @@
+"""The attention backends over the paged pool: every mix of spans (cold prefills, prefills after a cached
+prefix, decode rows, unequal lengths, scattered block tables) equals causal attention over each sequence's
+contiguous keys, with a fixed number of kernel calls per layer whatever the batch size; and `select` picks
+by device and installation, saying why."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine.errors import DeviceError
+from engine.kv.pool import KVCache
+from engine.kv.slots import slots_of
+from engine.kv.step import SeqSpan
+from engine.model import attention
+from engine.model.attention import torch_sdpa
+from engine.model.attention.torch_sdpa import TorchBackend
+from engine.model.config import ModelConfig
+
+BS, H, KVH, D, LAYERS = 4, 4, 2, 8, 2
+CASES = {
+    "cold prefill": [(0, 7)],
+    "two cold prefills of unequal length": [(0, 5), (0, 9)],
+    "prefill after a cached prefix": [(8, 5)],
+    "decode rows of unequal contexts": [(5, 1), (13, 1), (2, 1)],
+    "decode rows beside a prefill after a prefix and a cold one": [(9, 1), (4, 6), (0, 3), (17, 1)],
+    "equal chunks after equal prefixes": [(8, 4), (8, 4)],
+}
+
+
+def pool(blocks: int = 256) -> KVCache:
+    cfg = ModelConfig.__new__(ModelConfig)
+    object.__setattr__(cfg, "num_layers", LAYERS)
+    object.__setattr__(cfg, "num_kv_heads", KVH)
+    object.__setattr__(cfg, "head_dim", D)
+    kv = KVCache(cfg, blocks, BS, torch.float32, torch.device("cpu"))
+    kv.k.fill_(float("nan"))  # a slot no sequence wrote must never reach an output
+    kv.v.fill_(float("nan"))
+    return kv
+
+
+def step(shape: list[tuple[int, int]], seed: int = 0):
+    """Spans over scattered block tables with their context K/V in the pool, and the step's q, k, v rows."""
+    g = torch.Generator().manual_seed(seed)
+    kv, free, spans, full = pool(), list(torch.randperm(256, generator=g).tolist()), [], []
+    for start, length in shape:
+        table = [free.pop() for _ in range(-(-(start + length) // BS))]
+        spans.append(SeqSpan(start, length, table))
+        keys = [torch.randn(start + length, KVH, D, generator=g) for _ in range(2 * LAYERS)]
+        full.append(keys)
+        slots = torch.tensor(slots_of(table, 0, start, BS), dtype=torch.long)
+        for layer in range(LAYERS):
+            kv.write(layer, slots, keys[2 * layer][:start], keys[2 * layer + 1][:start])
+    total = sum(n for _, n in shape)
+    q = torch.randn(LAYERS, total, H, D, generator=g)
+    return kv, spans, q, full
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> torch.Tensor:
+    """Causal attention of q at positions start.. over contiguous k, v `[start + T, kv_heads, head_dim]`."""
+    t = q.shape[0]
+    visible = torch.arange(start + t)[None, :] <= torch.arange(t)[:, None] + start
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1)[None],
+        k.transpose(0, 1)[None],
+        v.transpose(0, 1)[None],
+        attn_mask=visible,
+        enable_gqa=True,
+    )
+    return out[0].transpose(0, 1)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split", "one masked call"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_torch_backend_equals_causal_attention_per_sequence(case: str, split: bool) -> None:
+    kv, spans, q, full = step(CASES[case])
+    backend = TorchBackend(torch.device("cpu"))
+    backend.split = split
+    plan = backend.plan(spans, kv)
+    for layer in range(LAYERS):
+        new = [
+            (keys[2 * layer][s.start :], keys[2 * layer + 1][s.start :])
+            for s, keys in zip(spans, full, strict=True)
+        ]
+        for s, (k, v) in zip(
+            spans, new, strict=True
+        ):  # the model writes the step's K/V before attention reads
+            kv.write(layer, torch.tensor(slots_of(s.block_table, s.start, s.start + s.length, BS)), k, v)
+        k_rows, v_rows = torch.cat([k for k, _ in new]), torch.cat([v for _, v in new])
+        out = plan.forward(layer, q[layer], k_rows, v_rows)
+        row = 0
+        for s, keys in zip(spans, full, strict=True):
+            rows = slice(row, row + s.length)
+            expected = reference(q[layer][rows], keys[2 * layer], keys[2 * layer + 1], s.start)
+            torch.testing.assert_close(out[rows], expected, atol=1e-5, rtol=1e-5)
+            row += s.length
+
+
+@pytest.mark.parametrize("batch", [1, 8, 32])
+def test_one_dispatch_per_layer_whatever_the_batch(batch: int, monkeypatch) -> None:
+    """Decode rows and prefills after a prefix: the same number of kernel calls at 1, 8 and 32 sequences."""
+    calls: list[int] = []
+    fused = torch_sdpa._flash_cpu
+    monkeypatch.setattr(torch_sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    for shape, per_layer in (([(5 + i % 7, 1) for i in range(batch)], 1), ([(4, 3)] * batch, 2)):
+        kv, spans, q, full = step(shape)
+        plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
+        calls.clear()
+        k = torch.randn(q.shape[1], KVH, D)
+        for layer in range(LAYERS):
+            plan.forward(layer, q[layer], k, k)
+        assert len(calls) == per_layer * LAYERS
+
+
+def test_a_decode_step_gathers_into_one_buffer_per_step() -> None:
+    """The gathered K/V of a step live in one buffer pair reused by every layer: the memory a step adds is one
+    layer's context, not the model's."""
+    kv, spans, q, _ = step([(9, 1), (13, 1)])
+    plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
+    k = torch.randn(2, KVH, D)
+    plan.forward(0, q[0], k, k)
+    first = [b.data_ptr() for b in plan.buffers]
+    plan.forward(1, q[1], k, k)
+    assert [b.data_ptr() for b in plan.buffers] == first
+    assert plan.buffers[0].shape == (2 * 14, KVH, D)
+
+
+def test_select_picks_by_device_and_installation() -> None:
+    cpu = torch.device("cpu")
+    chosen = attention.select("auto", cpu, torch.float32, 16)
+    assert chosen.name == "torch" and "torch SDPA" in chosen.description
+    with pytest.raises(DeviceError, match="flashinfer runs on CUDA only"):
+        attention.select("flashinfer", cpu, torch.bfloat16, 16)
+    with pytest.raises(DeviceError, match="unknown attention backend 'paged'"):
+        attention.select("paged", cpu, torch.float32, 16)
+    assert attention.unusable("flash-attn", torch.device("cuda"), torch.bfloat16, 16) is not None
