@@ -9,10 +9,12 @@ replies (the model's, scripted, or those another conversation's model wrote: `re
 passes teacher-force them, which writes the same K/V blocks that decoding them wrote.
 
 TTFT is arrival to the first sampled token (`Timing.ttft_s`); rendering and tokenizing the request
-are timed apart (`render_s`, `tokenize_s`). Cold baselines run on the same engine with `cache=False`: the
-same pool-backed path under a salt of their own (the lookup misses, nothing is published), taking empty
-blocks, so the warm cache is left as it was unless the pool has no empty block left. A turn's cold run comes after its warm request in one pass and before it in the next (turn t
-of pass p: cold first when p + t is odd), and the order is recorded per pass. Each pass records the
+are timed apart (`render_s`, `tokenize_s`). Cold baselines run with `cache=False` on an engine over the same
+weights with a pool of its own (`Engine.with_own_pool`, as large as the warm one): the same pool-backed path
+under a salt of their own (the lookup misses, nothing is published), so warm and cold differ only in the
+cache hit, and the warm cache is never touched. A turn's cold run comes after its warm request in one pass
+and before it in the next (turn t of pass p: cold first when p + t is odd), and the order is recorded per
+pass. Each pass records the
 machine's load and this process's CPU time against wall time (`engine.bench.harness.contention`).
 """
 
@@ -137,6 +139,8 @@ class Replayer:
         self.engine, self.repeats, self.max_reply, self.cold = engine, max(1, repeats), reply_tokens_max, cold
         self.on_pass = on_pass
         self.passes: list[PassLoad] = []  # the machine's load during each finished pass
+        # the cold runs' engine: the same weights, its own pool (made at the first cold run)
+        self._cold_engine: Engine | None = None
 
     def run(self, conversations: list[Conversation], turns: int, desc: str = "replay") -> list[TurnRecord]:
         """One record per turn of each conversation; on Ctrl-C, RunInterrupted with the finished turns."""
@@ -177,6 +181,8 @@ class Replayer:
         bar = tqdm(total=self.repeats * turns * len(conversations), desc=desc, unit="req", leave=False)
         warmup = [(100 + i) % e.config.vocab_size for i in range(64)]
         e.generate(warmup, max_new_tokens=2, cache=False)  # untimed one-off costs
+        if self.cold:
+            self._cold().generate(warmup, max_new_tokens=2, cache=False)
         self.passes = []
         for p in range(self.repeats):
             e.reset_cache()
@@ -241,8 +247,15 @@ class Replayer:
         ]
 
     def _cold_ttft(self, ids: list[int]) -> float:
-        """TTFT of `ids` with no cache (its own salt: the warm cache is not read, nothing is published)."""
-        return self.engine.generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
+        """TTFT of `ids` with no cache, in the cold engine's own pool (the warm cache is neither read nor
+        touched)."""
+        return self._cold().generate(ids, max_new_tokens=1, cache=False).timing.ttft_s
+
+    def _cold(self) -> Engine:
+        if self._cold_engine is None:
+            blocks = self.engine.blocks
+            self._cold_engine = self.engine.with_own_pool(blocks.num_blocks * blocks.block_size)
+        return self._cold_engine
 
     @staticmethod
     def _given_reply(conv: Conversation, t: int, replies: dict[str, list[str]]) -> str | Message | None:

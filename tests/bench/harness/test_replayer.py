@@ -35,7 +35,7 @@ def tiny(tiny_dir):
 
 def test_cold_baselines_evict_nothing_warm(tiny) -> None:
     # a pool that holds the warm conversation but not a cold copy of its last prompt beside it: the cold
-    # runs (cache=False, on the same engine) must live in windows of their own
+    # runs (cache=False) run in a pool of their own over the same weights
     pool = tiny.with_own_pool(192)
     replayer = Replayer(pool, repeats=2, reply_tokens_max=4, cold=True)
     records = replayer.run([Conversation("a", chat("A. "), lambda t: "ok")], turns=2)
@@ -101,8 +101,10 @@ def test_cold_runs_alternate_before_and_after_the_warm_request(tiny, monkeypatch
     first, second = records
     assert first.cold_first_passes == [False, True, False, True]  # turn 1: after, before, after, before
     assert second.cold_first_passes == [True, False, True, False]
-    # what ran: the warm-up, then per (pass, turn) the warm request, its reply published, and the cold run
-    groups = [calls[1 + 3 * i : 4 + 3 * i] for i in range(8)]
+    # what ran: the two warm-ups (the warm engine's, the cold pool's), then per (pass, turn) the warm request,
+    # its reply published, and the cold run
+    assert calls[:2] == ["cold", "cold"]
+    groups = [calls[2 + 3 * i : 5 + 3 * i] for i in range(8)]
     order = [
         first.cold_first_passes[p] if t == 0 else second.cold_first_passes[p]
         for p in range(4)
