@@ -193,6 +193,7 @@ class Solo:
             "device": self.device.type,
             "dtype": dtype_name(self.ours.dtype),
             "model": self.ours.source.model_id,
+            "attention": self.ours.attention.description,
         }
 
     def tokens(self, n: int, seed: int) -> list[int]:
