@@ -3,6 +3,8 @@ through the SmolLM2 server, each change named by the region it lies in."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from engine.serve.miss_reason import PastRequest, token_array
@@ -10,6 +12,7 @@ from engine.serve.sessions import SessionStore
 from tests.serve.clients import GREEDY, MODEL, WEATHER, openai_client
 from tests.serve.conftest import Server, http
 
+AGENTS = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 A, B = "key:a", "key:b"  # two client identities
 
 
@@ -153,3 +156,42 @@ def test_sessions_never_cross_clients(smollm2_server: Server) -> None:
         user="alice@example.com",
     )
     assert again["previous_request_id"] == hers["request_id"]
+
+
+def test_a_second_agent_run_is_compared_with_the_first(smollm2_server: Server) -> None:
+    """Claude Code's own title request (tests/fixtures/agents), run twice with one key: the second run's
+    session is new (its own x-claude-code-session-id) yet its first request is compared with the first run's
+    and says where it broke (the billing header's version hash in the system prompt) instead of
+    first_request; the same request under another key is a first request."""
+    captured = json.loads((AGENTS / "claude-code-no-tools.json").read_text())
+    headers = {k: v for k, v in captured["headers"].items() if k not in ("accept-encoding", "connection")}
+    body = captured["body"] | {"model": MODEL, "max_tokens": 2, "stream": False, "temperature": 0}
+
+    def run(session: str, version: str, key: str = "claude-key") -> dict[str, Any]:
+        system = [dict(captured["body"]["system"][0])] + captured["body"]["system"][1:]
+        system[0]["text"] = system[0]["text"].replace(
+            "cc_version=2.1.197.484", f"cc_version=2.1.197.{version}"
+        )
+        user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": session})
+        sent = body | {"system": system, "metadata": {"user_id": user_id}}
+        reply = http(
+            "POST",
+            f"{smollm2_server.url}/v1/messages",
+            sent,
+            headers | {"x-claude-code-session-id": session, "x-api-key": key},
+        )
+        assert reply.status == 200, reply.text
+        return reply.json()["kvtestbed"]
+
+    first = run("run-1", "484")
+    assert (first["session_id"], first["session_source"]) == ("run-1", "x-claude-code-session-id")
+    assert first["miss_reason"] == "first_request"
+    second = run("run-2", "8dc")
+    assert (second["session_id"], second["previous_request_id"]) == ("run-2", first["request_id"])
+    assert second["previous_session_id"] == "run-1" and second["miss_reason"] == "system_changed"
+    assert (
+        second["divergence"]["region"] == "system" and "cc_version=2.1.197.⟂" in second["divergence"]["text"]
+    )
+    assert second["expected_cached_tokens"] == second["cached_tokens"] < second["divergence"]["token"] + 16
+    other = run("run-3", "8dc", key="someone-else")
+    assert other["previous_request_id"] is None and other["miss_reason"] == "first_request"
