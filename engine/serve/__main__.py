@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import InvalidArgumentError
 from engine.runtime.loader import load
 from engine.serve.app import build_state, create_app
+from engine.serve.browser import LOOPBACK_HOSTS, allowed_host, cors_origin
 from engine.serve.recorder import Recorder
 from engine.serve.shutdown import DrainingServer
 
@@ -111,6 +113,24 @@ def parser() -> argparse.ArgumentParser:
         help="each client identity (its API key, else its session) reads only the cache blocks it wrote: "
         "cached_tokens then reveals nothing of other clients' prompts (default: one shared cache)",
     )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        type=flag(allowed_host),
+        default=[],
+        metavar="NAME",
+        help="a Host name clients may reach the server by, beside localhost, 127.0.0.1 and [::1] (repeatable; "
+        "'*.example.com' a domain, '*' any name; any port). Other names are refused: DNS rebinding",
+    )
+    p.add_argument(
+        "--cors-origin",
+        action="append",
+        type=flag(cors_origin),
+        default=[],
+        metavar="ORIGIN",
+        help="a web origin (http://host:port) whose pages may call the API from a browser (repeatable; '*' any). "
+        "Default: none, and no CORS headers are sent",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -131,6 +151,27 @@ def kv_publisher(args: argparse.Namespace, block_size: int) -> Any:
             f"--kv-events needs pyzmq and msgpack ({e.name} is missing): pip install 'kvtestbed[kv-events]'"
         ) from None
     return KvEventPublisher(args.kv_events, args.kv_events_replay, block_size, args.kv_events_topic)
+
+
+def flag(parse: Callable[[str], str]) -> Callable[[str], str]:
+    """argparse `type=` from a parser raising InvalidArgumentError: argparse's one line naming the flag."""
+
+    def checked(value: str) -> str:
+        try:
+            return parse(value)
+        except InvalidArgumentError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    return checked
+
+
+def served_hosts(bound: str, added: list[str]) -> list[str]:
+    """The Host names answered: the loopback names, the address bound when it is one address (a client
+    reaching it by that address names it), and `--allowed-host`."""
+    hosts = [*LOOPBACK_HOSTS, *added]
+    if bound not in ("0.0.0.0", "::", ""):
+        hosts.append(f"[{bound}]" if ":" in bound else bound.lower())
+    return list(dict.fromkeys(hosts))
 
 
 def check_port(host: str, port: int) -> None:
@@ -206,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     config = uvicorn.Config(
-        create_app(state),
+        create_app(
+            state, allowed_hosts=served_hosts(args.host, args.allowed_host), cors_origins=args.cors_origin
+        ),
         host=args.host,
         port=args.port,
         log_level=args.log_level,

@@ -8,7 +8,9 @@ subscribers index them), `POST /v1/kvtestbed/reset_prefix_cache` and `POST /rese
 name: empty the prefix cache while idle, else 409), `GET /` (and `HEAD /`) and `/static/*` (the page),
 `GET /metrics`.
 With an API key every route but the page and `/metrics` needs it (`Authorization: Bearer KEY` or
-`x-api-key: KEY`). No traceback reaches a client: anything unexpected is logged here and answered with a
+`x-api-key: KEY`); without one, the request log and the cache's token ids answer only loopback clients.
+Browser safety (the Host allowlist, JSON-only bodies, cross-origin refusals, CORS) is engine/serve/browser.py.
+No traceback reaches a client: anything unexpected is logged here and answered with a
 500 JSON body.
 """
 
@@ -19,7 +21,7 @@ import functools
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +36,7 @@ from engine.prompts.chat import tool_format
 from engine.runtime.engine import Engine
 from engine.serve import anthropic_response, openai_response, responses_response
 from engine.serve.anthropic_request import parse_messages
+from engine.serve.browser import LOOPBACK_HOSTS, local_only, protect
 from engine.serve.chat_request import ANTHROPIC, OPENAI, RESPONSES, ChatRequest
 from engine.serve.client_session import presented_key
 from engine.serve.errors import APIError, from_engine
@@ -127,7 +130,12 @@ def error_response(request: Request, e: APIError) -> JSONResponse:
     return JSONResponse(body, status_code=e.status, headers=e.headers)
 
 
-def create_app(state: ServerState) -> FastAPI:
+def create_app(
+    state: ServerState, *, allowed_hosts: Sequence[str] = LOOPBACK_HOSTS, cors_origins: Sequence[str] = ()
+) -> FastAPI:
+    """The app over `state`, answering the `allowed_hosts` names, with CORS for `cors_origins` only
+    (engine/serve/browser.py)."""
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         state.worker.start()
@@ -150,7 +158,14 @@ def create_app(state: ServerState) -> FastAPI:
                 code="invalid_api_key",
             )
 
+    def require_key_or_local(request: Request) -> None:
+        """What shows every client's prompts: the key holder, or without a key this machine only."""
+        if state.api_key is None:
+            local_only(request)
+        require_key(request)
+
     keyed = [Depends(require_key)]
+    private = [Depends(require_key_or_local)]
     openai = ChatHandler(
         openai_response.completion,
         openai_response.stream,
@@ -218,7 +233,7 @@ def create_app(state: ServerState) -> FastAPI:
         ]
         return {"object": "list", "data": listed}
 
-    @app.get("/v1/kvtestbed/requests", dependencies=keyed)
+    @app.get("/v1/kvtestbed/requests", dependencies=private)
     async def recent(request: Request) -> dict[str, Any]:
         after = request.query_params.get("after", "0")
         if not (after.isascii() and after.isdigit() and len(after) <= 18):  # int() takes '²', not 10**5000
@@ -226,7 +241,7 @@ def create_app(state: ServerState) -> FastAPI:
         recording = state.recorder.status() if state.recorder is not None else None
         return {"requests": state.page.since(int(after)), "recording": recording}
 
-    @app.get("/v1/kvtestbed/kv_blocks", dependencies=keyed)
+    @app.get("/v1/kvtestbed/kv_blocks", dependencies=private)
     async def kv_blocks() -> dict[str, Any]:
         engine = state.preparer.engine
         entries = await asyncio.to_thread(engine.cache_index)
@@ -273,4 +288,5 @@ def create_app(state: ServerState) -> FastAPI:
         log.exception("%s %s failed", request.method, request.url.path)
         return error_response(request, from_engine(e))
 
+    protect(app, allowed_hosts, cors_origins, error_response)
     return app

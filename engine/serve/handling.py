@@ -16,6 +16,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from engine.serve import json_body
+from engine.serve.browser import require_json
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError, from_engine
 from engine.serve.recorder import Record
@@ -46,7 +47,8 @@ async def drain(parts: AsyncIterator[bytes], most: int) -> None:
 
 async def read_json(request: Request, limit: int) -> dict[str, Any]:
     """The request body as a JSON object; 413 over `limit` bytes, 400 when it is not a JSON object or
-    holds what engine/serve/json_body.py refuses."""
+    holds what engine/serve/json_body.py refuses; 415 unless it is declared JSON (engine/serve/browser.py)."""
+    require_json(request)
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
         await drain(request.stream(), DRAIN_FACTOR * limit)

@@ -87,7 +87,7 @@ def test_a_client_that_disconnects_while_waiting_for_a_whole_answer(qwen_server:
     aborted = 'kvtestbed_requests_total{api="anthropic",outcome="aborted"}'
     before = qwen_server.metric(aborted)
     body = json.dumps({"model": MODEL, "messages": USER, "max_tokens": 4000}).encode()
-    head = f"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\n"
+    head = f"POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: {KEY}\r\nContent-Type: application/json\r\n"
     port = int(qwen_server.url.rsplit(":", 1)[1])
     with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
         raw.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)

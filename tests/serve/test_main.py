@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from engine.errors import InvalidArgumentError
-from engine.serve.__main__ import KEY_VARIABLE, api_key_given, parser
+from engine.serve.__main__ import KEY_VARIABLE, api_key_given, parser, served_hosts
 from tests.serve.conftest import ROOT
 
 
@@ -71,3 +71,39 @@ def test_a_bad_flag_is_one_argparse_line(
     assert e.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"python -m engine.serve: error: argument {named}")
+
+
+def test_browser_flags_are_checked_by_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    for flag, value, words in (
+        ("--allowed-host", "box.lan:8000", "without a port"),
+        ("--cors-origin", "app", "origin"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            parser().parse_args(["--model", "m", flag, value])
+        assert exited.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert error.startswith(f"python -m engine.serve: error: argument {flag}: ") and words in error
+    args = parser().parse_args(
+        [
+            "--model",
+            "m",
+            "--allowed-host",
+            "Box.lan",
+            "--allowed-host",
+            "*.corp",
+            "--cors-origin",
+            "http://a:1",
+        ]
+    )
+    assert args.allowed_host == ["box.lan", "*.corp"] and args.cors_origin == ["http://a:1"]
+
+
+def test_the_names_answered_are_loopback_the_bound_address_and_the_added_ones() -> None:
+    assert served_hosts("127.0.0.1", []) == ["localhost", "127.0.0.1", "[::1]"]
+    assert served_hosts("0.0.0.0", ["box.lan"]) == ["localhost", "127.0.0.1", "[::1]", "box.lan"]
+    assert served_hosts("192.168.1.5", []) == ["localhost", "127.0.0.1", "[::1]", "192.168.1.5"]
+    assert served_hosts("fe80::1", ["*"])[-2:] == ["*", "[fe80::1]"] and served_hosts("::", []) == [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+    ]
