@@ -1,9 +1,12 @@
 """A request body's JSON, read strictly: what Python's `json` would accept but the rest of the server (or the
 record file's readers) could not hold is refused here with a 400 naming where it is.
 
-- Nesting: at most `MAX_DEPTH` levels of arrays and objects (the body itself is level 1). A tool schema
-  that deep renders, records and replays; deeper, the recursive readers downstream (the chat template's
-  JSON, the control-token scan, the replay parsers) would run out of stack.
+- Nesting: at most `MAX_DEPTH` levels of arrays and objects (the body itself is level 1): one less than
+  the trace readers take (engine/traces/fields.py), the record's line holding the body one level down. A
+  tool schema that deep renders, records and replays; deeper, the recursive readers downstream (the chat
+  template's JSON, the control-token scan, the replay parsers) would run out of stack.
+- Strings: Unicode text. A `\ud800` escape decodes to a lone surrogate, which no tokenizer takes and the
+  trace readers refuse.
 - Integers: at most `MAX_DIGITS` digits, the most Python converts (a longer one cannot even be printed).
 - Numbers: finite only. `NaN`, `Infinity` and `-Infinity` are not JSON (RFC 8259), and a literal too large
   for a double (`1e400`) would become one; the record file is strict JSON.
@@ -16,8 +19,9 @@ import sys
 from typing import Any
 
 from engine.serve.errors import APIError
+from engine.traces import fields
 
-MAX_DEPTH = 256
+MAX_DEPTH = fields.MAX_DEPTH - 1
 MAX_DIGITS = sys.get_int_max_str_digits() or 4300
 SHOWN_STEPS = 6  # path steps an error line shows before eliding the middle
 
@@ -62,6 +66,10 @@ def parse(raw: bytes) -> dict[str, Any]:
             400, f"request body must be a JSON object, got {type(data).__name__}", code="invalid_json"
         )
     _check(data)
+    try:
+        fields.refuse_lone_surrogates(data)
+    except fields.FieldError as e:
+        raise APIError(400, str(e), e.field_path, "invalid_json") from None
     return data
 
 

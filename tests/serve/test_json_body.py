@@ -12,6 +12,7 @@ import pytest
 
 from engine.serve.errors import APIError
 from engine.serve.json_body import MAX_DEPTH, MAX_DIGITS, parse
+from engine.traces import fields
 from tests.serve.clients import MODEL
 from tests.serve.conftest import Server, http
 
@@ -57,7 +58,8 @@ def test_nesting_up_to_the_limit_parses_and_one_more_level_is_refused_with_its_p
     at_limit = {"model": MODEL, "messages": HI, "metadata": lists(MAX_DEPTH - 1)}  # the body is level 1
     assert depth(at_limit) == MAX_DEPTH and parse(json.dumps(at_limit).encode()) == at_limit
     tool = with_tool(nested_schema((MAX_DEPTH - 5) // 2))
-    assert depth(tool) == MAX_DEPTH - 1 and parse(json.dumps(tool).encode()) == tool
+    assert depth(tool) >= MAX_DEPTH - 1 and parse(json.dumps(tool).encode()) == tool
+    assert fields.loads(json.dumps({"body": at_limit})) == {"body": at_limit}  # a record line replay reads
     e = refused(json.dumps(at_limit | {"metadata": lists(MAX_DEPTH)}))
     assert e.param == "metadata" and f"deeper than the {MAX_DEPTH} levels" in e.message
     assert e.message.startswith("request body at metadata[0][0]") and "more)" in e.message
@@ -85,6 +87,11 @@ def test_nesting_up_to_the_limit_parses_and_one_more_level_is_refused_with_its_p
         ('{"messages": [{"role": "user", "content": "x"}], "top_p": -Infinity}', "top_p", "-Infinity"),
         ('{"metadata": {"n": 1e400}}', "metadata.n", "too large"),
         ('{"metadata": {"n": -1.5e999}}', "metadata.n", "too large"),
+        (
+            '{"messages": [{"role": "user", "content": "a \\ud800 b"}]}',
+            "messages[0].content",
+            "lone surrogate",
+        ),
     ],
 )
 def test_numbers_json_cannot_hold_are_refused_with_their_field(raw: str, param: str, words: str) -> None:
@@ -115,7 +122,9 @@ def test_the_issues_bodies_against_the_server(smollm2_server: Server) -> None:
     at_limit = {"model": MODEL, "messages": HI, "max_tokens": 1, "metadata": lists(MAX_DEPTH - 1)}
     reply = http("POST", f"{url}/v1/chat/completions", at_limit)
     assert reply.status == 200, reply.text
-    recorded = [json.loads(line) for line in smollm2_server.record.read_text().splitlines()]
+    recorded = [
+        fields.loads(line) for line in smollm2_server.record.read_text().splitlines()
+    ]  # as replay reads
     assert [r["body"] for r in recorded if r["kvtestbed"]["request_id"] == reply.json()["id"]] == [at_limit]
     anthropic = {"model": MODEL, "max_tokens": 1, "messages": HI}
     tools = [{"name": "deep", "input_schema": nested_schema(450)}]
@@ -126,6 +135,7 @@ def test_the_issues_bodies_against_the_server(smollm2_server: Server) -> None:
         ("/v1/messages", '{"model": "x", "max_tokens": ' + "1" * 4301 + "}", "max_tokens"),
         ("/v1/chat/completions", '{"model": "x", "tools": [{"function": {"parameters": NaN}}]}', None),
         ("/v1/messages", '{"model": "x", "temperature": Infinity}', "temperature"),
+        ("/v1/messages", '{"messages": [{"role": "user", "content": "\\udfff"}]}', "messages[0].content"),
     ]
     for path, body, param in cases:
         raw = body if isinstance(body, str) else json.dumps(body)
