@@ -82,7 +82,7 @@ class Preparer:
         t0 = time.perf_counter()
         _check_stop(req)
         client = req.client
-        key = f"{client.identity}\0{client.session or ''}"  # a client's unnamed requests share one key
+        key = encoder_key(req)
         trace = TraceRequest(
             req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
         )
@@ -123,8 +123,8 @@ class Preparer:
     def count_tokens(self, req: ChatRequest) -> int:
         """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept."""
         chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
-        key = req.session_id or ""
-        return len(self.renderer.encoder.encode(chat.text, key, keep=False, literal=chat.literal).ids)
+        encoded = self.renderer.encoder.encode(chat.text, encoder_key(req), keep=False, literal=chat.literal)
+        return len(encoded.ids)
 
     def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
         """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling
@@ -199,6 +199,12 @@ class Preparer:
             )
         full_text = self.engine.tokenizer.decode(gen.token_ids, skip_special_tokens=True)
         return Finished(gen, report, full_text)
+
+
+def encoder_key(req: ChatRequest) -> str:
+    """Whose incremental-tokenizer memory a request uses: its client's, per named session (a client's
+    unnamed requests share one)."""
+    return f"{req.client.identity}\0{req.client.session or ''}"
 
 
 def _check_stop(req: ChatRequest) -> None:
