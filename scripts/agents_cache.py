@@ -1,0 +1,199 @@
+"""What real agents do to a prefix cache, measured on `python -m engine.serve`: Claude Code and Codex each run
+twice in one directory and once in another against one server, and the server's own reports say, per request,
+how much of the prompt the cache served and where and why the prompt broke; per client, what the chat
+template's order costs the run in the other directory.
+
+    python scripts/agents_cache.py [--clients claude-code codex] [--tools-dir DIR] [--out DIR] [--timeout S]
+
+The server runs `synthetic:qwen2.5-0.5b`: Qwen2.5's tokenizer and chat template, so every token count is what
+a real Qwen2.5 would be served (the cache's facts do not depend on the weights); its random weights never stop,
+so replies are capped (scripts/agents_check.py's cap) and the clients' own final lines say little. The clients
+are installed and configured as in scripts/agents_check.py (documented settings only, a loopback-only network
+namespace where possible). Writes `<out>/requests.csv` (one row per request) and `<out>/report.md`, and prints
+the report. Template order: Qwen's template renders the tool definitions after the system text, Anthropic's
+API puts tools first; where a prompt breaks inside the system text before its tools, and the tools are the same
+as those of the request it is compared with, a tools-first order would have served those tool tokens too
+(an estimate from the regions the server reports, in whole blocks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from agent_runs import CODEX_MODEL, CODING_AGENTS, NETNS_VARIABLE, command, in_loopback_netns, prepare, run
+from agents_check import CLAUDE_MODELS, CODING_MODEL, KEY, SKIPPED_VARIABLE, Server, cap_flags, install
+
+RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
+
+
+@dataclass
+class Row:
+    client: str
+    run: str
+    request: int  # within the run, from 1
+    path: str
+    prompt_tokens: int
+    cached_tokens: int
+    miss_reason: str
+    break_token: int | None  # where the prompt first differs from the one it is compared with
+    break_region: str
+    break_text: str
+    tool_tokens_after_break: int  # tool-definition tokens rendered after that point (Qwen's order)
+    tools_first_cached: int | None  # the estimate for a tools-first order, where it applies
+
+    @property
+    def share(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+
+def tools_of(body: dict[str, Any]) -> Any:
+    return body.get("tools")
+
+
+def row(
+    client: str, run: str, n: int, entry: dict[str, Any], body: dict[str, Any], earlier: dict[str, Any]
+) -> Row:
+    """One request's row from the live page's entry (the kvtestbed object and the prompt's regions), its body,
+    and the bodies of the client's earlier requests by request id."""
+    div = entry.get("divergence") or {}
+    at = div.get("token")
+    regions = entry.get("regions") or []
+    tools = sum(
+        end - max(start, at)
+        for _, kind, start, end in regions
+        if kind == "tools" and at is not None and end > at
+    )
+    previous = earlier.get(entry.get("previous_request_id") or "")
+    same_tools = previous is not None and tools_of(previous) == tools_of(body)
+    estimate = None
+    if at is not None and tools and same_tools:
+        block = entry["block_size"]
+        estimate = min(entry["prompt_tokens"], (at + tools) // block * block)
+    return Row(
+        client,
+        run,
+        n,
+        entry.get("api", ""),
+        entry["prompt_tokens"],
+        entry["cached_tokens"],
+        entry.get("miss_reason") or "hit",
+        at,
+        div.get("region", ""),
+        " ".join((div.get("text") or "").split())[:120],
+        tools,
+        estimate,
+    )
+
+
+def fetch_entries(url: str) -> list[dict[str, Any]]:
+    request = urllib.request.Request(f"{url}/v1/kvtestbed/requests?after=0", headers={"x-api-key": KEY})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)["requests"]
+
+
+def report(rows: list[Row], lines: list[str]) -> str:
+    out = [
+        *lines,
+        "",
+        "| client | run | # | prompt | cached | share | why | breaks at | region | tools after |",
+    ]
+    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        at = "" if r.break_token is None else f"{r.break_token:,}"
+        out.append(
+            f"| {r.client} | {r.run} | {r.request} | {r.prompt_tokens:,} | {r.cached_tokens:,} | {r.share:.0%} | "
+            f"{r.miss_reason} | {at} | {r.break_region} | {r.tool_tokens_after_break:,} |"
+        )
+    for client in dict.fromkeys(r.client for r in rows):
+        mine = [r for r in rows if r.client == client]
+        for label in ("A1", "A2", "B1"):
+            run_rows = [r for r in mine if r.run == label]
+            prompt, cached = sum(r.prompt_tokens for r in run_rows), sum(r.cached_tokens for r in run_rows)
+            if run_rows:
+                out.append(
+                    f"\n{client} {label}: {len(run_rows)} requests, {cached:,} of {prompt:,} prompt tokens cached ({cached / max(prompt, 1):.0%})"
+                )
+        for r in (r for r in mine if r.tools_first_cached is not None):
+            out.append(
+                f"{client} {r.run} #{r.request}: breaks at token {r.break_token:,} ({r.break_region}) before "
+                f"{r.tool_tokens_after_break:,} tool-definition tokens identical to the compared request's: "
+                f"cached {r.cached_tokens:,} in Qwen's order, about {r.tools_first_cached:,} with tools first"
+            )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", nargs="+", default=CODING_AGENTS, choices=CODING_AGENTS)
+    parser.add_argument(
+        "--tools-dir", type=Path, default=Path.home() / ".cache" / "kvtestbed" / "agent-tools"
+    )
+    parser.add_argument("--out", type=Path, default=Path("/tmp/kvtestbed-agents-cache"))
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per client run")
+    parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--no-netns", action="store_true")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on a kill too
+    if os.environ.get(NETNS_VARIABLE):
+        skipped = json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
+    else:
+        skipped = {} if args.no_install else install(args.clients, args.tools_dir)
+        os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
+        if not args.no_netns and (rc := in_loopback_netns()) is not None:
+            return rc
+    clients = [c for c in args.clients if c not in skipped]
+    lines = [f"{c}: skipped: {skipped[c]}" for c in args.clients if c in skipped]
+    args.out.mkdir(parents=True, exist_ok=True)
+    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.out, cap_flags())
+    rows: list[Row] = []
+    try:
+        lines.append(f"server: {' '.join(server.argv[1:])}")
+        if (why := server.wait_ready()) is not None:
+            print(f"error: {why}", file=sys.stderr)
+            return 1
+        for client in clients:
+            bodies: dict[str, dict[str, Any]] = {}
+            base = args.out / client
+            prepare(base)  # one home (the client's own state, as a user's), two copies of the repository
+            shutil.copytree(base / "work", base / "elsewhere", symlinks=True)
+            for label, folder in RUNS:
+                planned = command(client, server.url, base, args.tools_dir, KEY)
+                assert not isinstance(planned, str), planned  # installed: found above
+                mark = server.mark()
+                done = run(*planned, cwd=base / folder, timeout=args.timeout)
+                time.sleep(1.0)  # the last record is written after the response
+                lines.append(
+                    f"{client} {label} (in {folder}/): `{done.command}` exit {done.exit} after "
+                    f"{done.seconds:.0f} s; last line: {done.last_line[:160]}"
+                )
+                _, records = server.since(mark)
+                entries = {e["request_id"]: e for e in fetch_entries(server.url)}
+                for n, record in enumerate(records, 1):
+                    entry = entries[record["kvtestbed"]["request_id"]]
+                    rows.append(row(client, label, n, entry, record["body"], bodies))
+                    bodies[entry["request_id"]] = record["body"]
+    finally:
+        server.stop()
+    with (args.out / "requests.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*asdict(rows[0]).keys(), "share"] if rows else ["client"])
+        writer.writeheader()
+        writer.writerows(asdict(r) | {"share": round(r.share, 4)} for r in rows)
+    text = report(rows, lines)
+    (args.out / "report.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
