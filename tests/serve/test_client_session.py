@@ -67,3 +67,12 @@ def test_order_and_identity_without_a_key() -> None:
     assert client_session({}, user_id="{" * 100_000).source == "metadata.user_id"  # not read as JSON
     nobody = client_session({})
     assert (nobody.identity, nobody.session, nobody.source) == (ANONYMOUS, None, "")
+
+
+def test_a_huge_session_name_is_kept_short_and_still_one_name() -> None:
+    huge = "u" * 20_000_000
+    got = client_session({}, user=huge)
+    assert got.session is not None and len(got.session) < 100 and got.session.startswith("u" * 48)
+    assert got.session == client_session({}, user=huge).session != client_session({}, user=huge + "v").session
+    assert got.identity == "session:" + got.session
+    assert client_session({"x-session-id": "alice"}).session == "alice"
