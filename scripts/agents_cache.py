@@ -32,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from agent_runs import CODEX_MODEL, CODING_AGENTS, NETNS_VARIABLE, command, in_loopback_netns, prepare, run
-from agents_check import CLAUDE_MODELS, CODING_MODEL, KEY, SKIPPED_VARIABLE, Server, cap_flags, install
+from agents_check import (
+    CAP_TOKENS,
+    CLAUDE_MODELS,
+    CODING_MODEL,
+    KEY,
+    SKIPPED_VARIABLE,
+    Server,
+    cap_flags,
+    install,
+)
 
 RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
 
@@ -155,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     clients = [c for c in args.clients if c not in skipped]
     lines = [f"{c}: skipped: {skipped[c]}" for c in args.clients if c in skipped]
     args.out.mkdir(parents=True, exist_ok=True)
-    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.out, cap_flags())
+    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.out, cap_flags(CAP_TOKENS), CAP_TOKENS)
     rows: list[Row] = []
     try:
         lines.append(f"server: {' '.join(server.argv[1:])}")
