@@ -96,6 +96,7 @@ FULL = Shapes(
     (1024, 760),
     8.0,
     warm=(1024, 4096),
+    batch=(1, 4, 8, 16, 32),
     warm_peer=(2048, 8192, 16384),
 )
 QUICK = Shapes(
@@ -193,7 +194,7 @@ class Solo:
             "device": self.device.type,
             "dtype": dtype_name(self.ours.dtype),
             "model": self.ours.source.model_id,
-            "attention": self.ours.attention.description,
+            "attention": self.ours.info.get("attention"),  # the backend that ran (absent before it was named)
         }
 
     def tokens(self, n: int, seed: int) -> list[int]:

@@ -4,11 +4,10 @@ the step against the weights it reads, alone."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import ExitStack
 
 import torch
 
-from benchmarks.harness import Pair, Shapes, decode_request, measure, measure_alternating, rewind
+from benchmarks.harness import MAX_ROUNDS, Pair, Shapes, decode_request, measure, measure_alternating, rewind
 from engine.inspect.flops import forward_flops
 from engine.model.decoder import Decoder
 from engine.model.layers import linear
@@ -57,35 +56,31 @@ def _our_step(benchmark, pair: Pair, shapes: Shapes, context: int, impl: str) ->
 
 
 def test_decode_step_batch(benchmark, pair: Pair, shapes: Shapes, step_batch: int) -> None:
-    """One decode step (`ModelRunner.run`) of `step_batch` sequences at once, each over its own copy of the
-    `batch_context` cached tokens' blocks (shared prefix blocks, its own last one): with one attention
-    dispatch per layer the step costs about the weights read once plus what each sequence's context adds."""
-    context = shapes.batch_context
-    with ExitStack() as stack:
-        reqs = [
-            stack.enter_context(decode_request(pair.ours, pair.base[: context + 1]))
-            for _ in range(step_batch)
-        ]
-
-        def step() -> object:
-            return pair.ours.runner.run([(req, 1) for req in reqs])[1].argmax(-1).tolist()
-
-        def rewind_all() -> None:  # every round rewrites the same position
-            for req in reqs:
-                req.seq.num_kv = context
-
+    """One engine step (`Engine.step`: scheduling, the batched forward, sampling, detokenizing) while
+    `step_batch` requests decode together, each over the `batch_context` cached tokens and a token of its
+    own: with one attention dispatch per layer, 8 at once should cost little more than one. Public API only,
+    so the same case times any version of the engine."""
+    e, context = pair.ours, shapes.batch_context
+    prompts = [pair.base[:context] + [pair.base[context + i]] for i in range(step_batch)]
+    ids = [e.add_request(p, max_new_tokens=MAX_ROUNDS + 16, ignore_eos=True) for p in prompts]
+    try:
+        pending = set(ids)
+        while pending:  # every request past its prefill: each step from here decodes all of them
+            pending -= {out.request_id for out in e.step()}
         benchmark.group = f"decode step batch @{context} {pair.device.type}"
         measure(
             benchmark,
             pair,
-            step,
+            e.step,
             shapes.budget_s,
-            setup=rewind_all,
             case="decode_step_batch",
             impl="ours",
             batch=step_batch,
             context=context,
         )
+    finally:
+        for rid in ids:
+            e.abort(rid)
 
 
 def test_decode_weight_stream(benchmark, pair: Pair, shapes: Shapes) -> None:

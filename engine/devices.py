@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -138,6 +139,26 @@ def now(device: torch.device) -> float:
     """A synchronized timestamp in seconds."""
     synchronize(device)
     return time.perf_counter()
+
+
+def mark(device: torch.device) -> Callable[[], float]:
+    """The point the device's queue has reached, without waiting for it: call the result after a later
+    synchronization for the host clock time at which the device got there. On CUDA a timing event (its
+    elapsed time to the resolving moment, subtracted from that moment); elsewhere a synchronized timestamp
+    taken now (a CPU has no queue)."""
+    if device.type != "cuda":
+        t = now(device)
+        return lambda: t
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+
+    def resolve() -> float:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        return time.perf_counter() - event.elapsed_time(end) / 1e3
+
+    return resolve
 
 
 def free_memory(device: torch.device) -> tuple[int, str]:

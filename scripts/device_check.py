@@ -57,7 +57,14 @@ class Plan:
 
 GPU_MODELS = ("qwen2.5-0.5b", "qwen2.5-7b")
 GPU_LAYOUT = "--model synthetic:qwen2.5-0.5b --scale large --repeats 2 --replies scripted"
-GPU_TIMEOUTS = {"tests": 150, "kernels": 30, "bench-qwen2.5-0.5b": 90, "bench-qwen2.5-7b": 150, "layout": 60}
+GPU_TIMEOUTS = {
+    "tests": 120,
+    "kernels": 30,
+    "kernels-torch": 30,
+    "bench-qwen2.5-0.5b": 90,
+    "bench-qwen2.5-7b": 150,
+    "layout": 60,
+}
 CPU_LAYOUT = (
     "--model smollm2-135m --scale small --turns 2 --repeats 1 --replies scripted --cache-tokens 8192 "
     "--layouts stable-first timestamp-first"
@@ -79,8 +86,8 @@ class Step:
 
 
 def steps(device: str, plan: Plan, out: Path) -> list[Step]:
-    """The plan's commands, in order: tests, the warm path's kernels, one benchmark run per model, the layout
-    bench."""
+    """The plan's commands, in order: tests, the attention kernels (on CUDA of the backend auto picks and of
+    the torch fallback), one benchmark run per model, the layout bench."""
     on = ["--device", device, "--dtype", plan.dtype]
     pytest = [sys.executable, "-m", "pytest"]
     run = [
@@ -90,19 +97,25 @@ def steps(device: str, plan: Plan, out: Path) -> list[Step]:
             plan.timeouts["tests"],
             ("tests.xml",),
         ),
-        Step(
-            "kernels",
-            [
-                sys.executable,
-                str(REPO / "scripts" / "kernel_check.py"),
-                *on,
-                "--length",
-                str(plan.kernel_length),
-                "--out",
-                str(out / "kernels.json"),
-            ],
-            plan.timeouts["kernels"],
-            ("kernels.json",),
+        *(
+            Step(
+                name,
+                [
+                    sys.executable,
+                    str(REPO / "scripts" / "kernel_check.py"),
+                    *on,
+                    "--attention",
+                    backend,
+                    "--length",
+                    str(plan.kernel_length),
+                    "--out",
+                    str(out / f"{name}.json"),
+                ],
+                plan.timeouts[name],
+                (f"{name}.json",),
+            )
+            # on CUDA the torch fallback too, beside the library backend auto picks where one is installed
+            for name, backend in [("kernels", "auto"), ("kernels-torch", "torch")][: 2 if device == "cuda" else 1]
         ),
     ]
     for model in plan.models:

@@ -53,15 +53,19 @@ def key_ratios(path: Path, decode_context: int) -> dict[str, Any] | None:
 
 
 def kernel_lines(path: Path) -> list[str]:
-    """The warm path's kernel check (scripts/kernel_check.py): which fused kernels ran, warm / cold."""
+    """An attention kernel check (scripts/kernel_check.py): the backend, which fused or paged kernels the warm
+    prefill and a batched decode ran, warm / cold, and the decode step's host share (CUDA)."""
     if not path.exists():
-        return ["Warm-path kernels: no result (see kernels.log)."]
+        return [f"Attention kernels: no result (see {path.stem}.log)."]
     k = json.loads(path.read_text())
     target = f" (target <= {k['target']})" if k["target"] is not None else ""
+    share = k.get("decode_host_share")
+    host = f"; decode step host share {share:.1%}" if share is not None else ""
     return [
-        f"Warm-path kernels ({k['length']} tokens, one block cached): fused {', '.join(k['fused_kernels']) or 'NONE'}; "
+        f"Attention ({k.get('attention', '?')}): warm prefill ({k['length']} tokens, one block cached) fused "
+        f"{', '.join(k['fused_kernels']) or 'NONE'}; decode {', '.join(k.get('decode_kernels', [])) or 'NONE'}; "
         f"math fallback {', '.join(k['math_fallback']) or 'none'}; warm / cold {k['warm_over_cold']:.3f} "
-        f"[{k['warm_over_cold_min']:.3f}–{k['warm_over_cold_max']:.3f}], {k['rounds']} rounds{target}: "
+        f"[{k['warm_over_cold_min']:.3f}–{k['warm_over_cold_max']:.3f}], {k['rounds']} rounds{target}{host}: "
         + ("ok" if k["ok"] else "NOT ok")
     ]
 
@@ -136,6 +140,8 @@ def summarize(
         prefill = [_cell(bench["prefill"].get(p)) for p in prefills]
         lines.append(_row([bench["model"], _cell(bench["decode"]), *prefill, verdict]))
     lines += ["", *kernel_lines(out / "kernels.json")]
+    if (out / "kernels-torch.json").exists():
+        lines += kernel_lines(out / "kernels-torch.json")
     lines += [
         "",
         f"CUDA targets: decode <= {TARGETS['decode']:.3f} (3x faster), every prefill <= "

@@ -1,8 +1,10 @@
-"""Which attention kernels a prefill after one cached block runs on a device, and what it costs against the cold
-prefill of the same prompt: the check that the warm path uses a fused kernel returning the log-sum-exp (no
-math fallback materializing [heads, T, S + T] scores), and that it costs no more than cold.
+"""Which attention backend and kernels a prefill after one cached block and a batched decode step run on a
+device, what the warm prefill costs against the cold prefill of the same prompt, and (CUDA) the share of a
+decode step the device sits idle waiting for the host: the check that the warm path uses a fused or paged
+kernel (no math fallback materializing [heads, T, S + T] scores) and costs no more than cold.
 
     python scripts/kernel_check.py --device cuda [--dtype bfloat16] [--model synthetic:qwen2.5-0.5b]
+                                   [--attention auto|torch|flashinfer|flash-attn]
                                    [--length 2048] [--rounds 7] [--out check.json]
 
 Exit status 1 when no fused kernel ran, a math fallback did, or warm / cold exceeds --target (default 1.02)
@@ -25,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 import engine  # noqa: E402
 from engine.devices import now  # noqa: E402
 
-FUSED = ("flash", "efficient", "fmha", "cutlass")  # kernel or op names of fused attention with an LSE
+# kernel or op names of fused attention (with a log-sum-exp) and of the paged libraries' kernels
+FUSED = ("flash", "efficient", "fmha", "cutlass", "flashinfer", "batchprefill", "batchdecode", "paged")
+DECODE_SEQUENCES, DECODE_TOKENS = 8, 16  # the batched decode whose kernels and host share are reported
 MATH = ("_scaled_dot_product_attention_math",)
 
 
@@ -38,17 +42,33 @@ def kernels_of(fn, device: torch.device) -> list[str]:
     return sorted({e.key for e in prof.key_averages()})
 
 
+def host_share(fn, device: torch.device) -> float | None:
+    """CUDA: the share of one call's wall time in which no kernel ran (1 - kernel time / wall time), what
+    launch overhead and host work cost a decode step; None elsewhere."""
+    if device.type != "cuda":
+        return None
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        start = now(device)
+        fn()
+        wall = now(device) - start
+    busy = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type.name == "CUDA") / 1e6
+    return max(0.0, 1.0 - busy / wall)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default=None)
     p.add_argument("--model", default="synthetic:qwen2.5-0.5b")
+    p.add_argument("--attention", default="auto", help="attention backend: auto, torch, flashinfer, flash-attn")
     p.add_argument("--length", type=int, default=2048)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--target", type=float, default=1.02)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    e = engine.load(args.model, args.device, args.dtype, cache_tokens=4 * args.length)
+    e = engine.load(
+        args.model, args.device, args.dtype, cache_tokens=4 * args.length + 4096, attention=args.attention
+    )
     gen = torch.Generator().manual_seed(0)
     ids = torch.randint(100, e.config.vocab_size, (args.length,), generator=gen).tolist()
     block = e.blocks.block_size
@@ -63,11 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     def cold() -> None:
         e.generate(ids, max_new_tokens=1, cache=False)
 
-    for fn in (one_block_cached, warm, cold, one_block_cached):  # untimed first calls
+    def decode() -> None:  # sequences over the cached block, decoding together
+        prompts = [ids[: block + 1 + i] for i in range(DECODE_SEQUENCES)]
+        e.generate_many(prompts, max_new_tokens=DECODE_TOKENS, ignore_eos=True)
+
+    for fn in (one_block_cached, warm, cold, decode, one_block_cached):  # untimed first calls
         fn()
     names = kernels_of(warm, e.device)
+    decode_names = kernels_of(decode, e.device)
     fused = [n for n in names if any(f in n.lower() for f in FUSED)]
-    math = [n for n in names if any(m in n for m in MATH)]
+    math = [n for n in sorted(set(names) | set(decode_names)) if any(m in n for m in MATH)]
     ratios = []
     for r in range(args.rounds):  # alternate which side goes first
         times = {}
@@ -86,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         "dtype": str(e.dtype),
         "model": args.model,
         "length": args.length,
+        "attention": e.info["attention"],
         "fused_kernels": fused,
+        "decode_kernels": [n for n in decode_names if any(f in n.lower() for f in FUSED)],
+        "decode_host_share": host_share(decode, e.device),
         "math_fallback": math,
         "warm_over_cold": ratio,
         "warm_over_cold_min": min(ratios),

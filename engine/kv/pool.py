@@ -42,6 +42,9 @@ class KVCache:
             ) from None
         self.num_blocks = num_blocks
         self.block_size = block_size
+        # Each layer's K and V as flat slot rows `[blocks x block_size, kv_heads, head_dim]` (views, made once)
+        self.k_slots = [self.k[layer].view(-1, *shape[-2:]) for layer in range(shape[0])]
+        self.v_slots = [self.v[layer].view(-1, *shape[-2:]) for layer in range(shape[0])]
 
     @staticmethod
     def blocks_for_budget(
@@ -115,11 +118,9 @@ class KVCache:
 
     def write(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Store k, v `[T, kv_heads, head_dim]` at the given slots of one layer."""
-        self.k[layer].view(-1, *k.shape[1:])[slots] = k
-        self.v[layer].view(-1, *v.shape[1:])[slots] = v
+        self.k_slots[layer].index_copy_(0, slots, k)
+        self.v_slots[layer].index_copy_(0, slots, v)
 
     def read(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Gather K, V `[len(slots), kv_heads, head_dim]` of one layer."""
-        k = self.k[layer].view(-1, *self.k.shape[-2:])
-        v = self.v[layer].view(-1, *self.v.shape[-2:])
-        return k.index_select(0, slots), v.index_select(0, slots)
+        return self.k_slots[layer].index_select(0, slots), self.v_slots[layer].index_select(0, slots)

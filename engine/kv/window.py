@@ -46,6 +46,17 @@ class KVWindow:
                 window.write(layer, 0, *kv.read(layer, slots))
         return window
 
+    def copy_into(self, kv: KVCache, block_table: list[int], length: int) -> None:
+        """Rows [0, length) into the pool's blocks of `block_table` (positions [0, length)), every layer."""
+        slots = kv.slots(block_table, 0, length)
+        for layer in range(self.k.shape[0]):
+            kv.write(
+                layer,
+                slots,
+                self.k[layer, :, :length].transpose(0, 1),
+                self.v[layer, :, :length].transpose(0, 1),
+            )
+
     @property
     def capacity(self) -> int:
         return self.k.shape[2]

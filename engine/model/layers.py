@@ -47,10 +47,10 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # Normalise in float32, as the reference does, then scale in the model's dtype (in place: the
-        # normalised tensor is always a new one).
-        x32 = x.float()
-        normed = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
-        return normed.mul_(self.weight)
+        # normalised tensor is always a new one). A float32 model skips the two no-op conversions.
+        x32 = x if x.dtype == torch.float32 else x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (normed if x.dtype == torch.float32 else normed.to(x.dtype)).mul_(self.weight)
 
 
 class Attention(nn.Module):

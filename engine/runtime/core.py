@@ -16,13 +16,14 @@ from __future__ import annotations
 import functools
 import itertools
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
 
 from engine.arguments import boolean, string
-from engine.devices import now
+from engine.devices import mark, now
 from engine.errors import InvalidArgumentError, NumericalError
 from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
@@ -164,27 +165,32 @@ class EngineCore(LoadedModel):
         ready, self._ready = self._ready, []
         if ready:  # first tokens of prefilled requests, sampled when they were added
             return ready
-        t0 = now(self.device)
+        # One synchronization per step, the sampled tokens' transfer: scheduling and lookup are host work
+        # (host clock), and the forward's end is a mark on the device's queue, resolved after it.
+        t0 = time.perf_counter()
         scheduled = self.scheduler.schedule()
-        t_lookup = now(self.device)
+        t_lookup = time.perf_counter()
         for req in scheduled.admitted:
             if req.admitted is None:  # the first admission: what the prompt got from the cache
                 req.admitted, req.lookup_s, req.cached_tokens = t0, t_lookup - t0, req.seq.num_cached
                 if self.on_admitted is not None:
                     self.on_admitted(req.id, req.cached_tokens)
-            if req.window is not None:
-                self._copy_window(req)
+            if req.window is not None:  # a prefilled request's K/V into its blocks, timed apart
+                t = now(self.device)
+                req.window.copy_into(self.kv, req.seq.block_table, req.seq.num_kv)
+                req.window, req.copy_s = None, now(self.device) - t
         if not scheduled.work:
             return []
         sampling, logits, failed = self.runner.run_isolating(scheduled.work)
-        t_forward = now(self.device)
+        forward_done = mark(self.device)
         outputs = [self._fail(req, error) for req, error in failed]
         for req, _ in scheduled.work:
             if req.finish_reason is None:
                 self.blocks.publish(req.seq, enter=not req.private)
         params = [(r.params.temperature, r.params.top_p, r.generator) for r in sampling]
         tokens = sample_rows(logits, params)
-        t_sampled = now(self.device)
+        t_sampled = time.perf_counter()
+        t_forward = forward_done()
         for i, (req, token) in enumerate(zip(sampling, tokens, strict=True)):
             try:
                 if token is None:
@@ -233,16 +239,6 @@ class EngineCore(LoadedModel):
 
     def _text(self, ids: list[int]) -> str:
         return self.prompts.text(ids)
-
-    def _copy_window(self, req: Request) -> None:
-        """A prefilled request's K/V, rows [0, num_kv) of its window, into its blocks (timed: `copy_s`)."""
-        assert req.window is not None
-        t0, n = now(self.device), req.seq.num_kv
-        slots = self.kv.slots(req.seq.block_table, 0, n)
-        for layer in range(self.config.num_layers):
-            k, v = (x[layer, :, :n].transpose(0, 1) for x in (req.window.k, req.window.v))
-            self.kv.write(layer, slots, k, v)
-        req.window, req.copy_s = None, now(self.device) - t0
 
     def cache_stats(self) -> dict[str, int]:
         """The block manager's counts and split of blocks, and the requests preempted so far."""

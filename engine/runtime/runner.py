@@ -49,18 +49,21 @@ class ModelRunner:
             if start + n == len(seq):
                 sampling.append(req)
                 rows.append(len(ids) - 1)
+        # the step's token ids, positions, write slots and sampled rows: one transfer, then views
+        n, host = len(ids), ids + positions + slots + rows
+        meta = to_device(host, torch.long, self.device)
         ctx = StepContext(
             spans,
             self.kv,
-            write_slots=to_device(slots, torch.long, self.device),
+            write_slots=meta[2 * n : 3 * n],
             attention=self.attention.plan(spans, self.kv),
-            token_positions=to_device(positions, torch.long, self.device),
+            token_positions=meta[n : 2 * n],
         )
-        if rows == [len(ids) - 1]:  # one request samples, from the last row (a solo step)
+        if rows == [n - 1]:  # one request samples, from the last row (a solo step)
             pick: slice | torch.Tensor = slice(-1, None)
         else:  # no row (every prompt chunk ends before its prompt does), or several
-            pick = to_device(rows, torch.long, self.device) if rows else slice(0, 0)
-        logits = self.model(self._tensor(ids), ctx, pick)
+            pick = meta[3 * n :] if rows else slice(0, 0)
+        logits = self.model(meta[:n], ctx, pick)
         for req, n in work:
             req.seq.num_kv += n
         return sampling, logits

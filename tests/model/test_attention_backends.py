@@ -71,12 +71,18 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> 
     return out[0].transpose(0, 1)
 
 
-@pytest.mark.parametrize("split", [True, False], ids=["split", "one masked call"])
+@pytest.mark.parametrize(
+    "split, native",
+    [(True, True), (False, True), (False, False)],
+    ids=["split", "masked", "masked, folded heads"],
+)
 @pytest.mark.parametrize("case", CASES)
-def test_the_torch_backend_equals_causal_attention_per_sequence(case: str, split: bool) -> None:
+def test_the_torch_backend_equals_causal_attention_per_sequence(case: str, split: bool, native: bool) -> None:
+    """The CPU's arrangement, and the one off the CPU (one masked call, query heads folded into rows for the
+    fused kernels that want one KV head per query head), run here on CPU."""
     kv, spans, q, full = step(CASES[case])
     backend = TorchBackend(torch.device("cpu"))
-    backend.split = split
+    backend.split, backend.native_gqa = split, native
     plan = backend.plan(spans, kv)
     for layer in range(LAYERS):
         new = [

@@ -56,6 +56,9 @@ def test_cpu_runs_the_same_steps_with_smaller_shapes(tmp_path: Path) -> None:
     assert cpu[0].argv[3:11] == cuda[0].argv[3:11] == device_check.TESTS
     assert "--shapes" in cpu[2].argv and cpu[2].argv[cpu[2].argv.index("--shapes") + 1] == "smoke"
     assert cpu[1].argv[-4:-2] == ["--length", "256"] and cuda[1].argv[-4:-2] == ["--length", "2048"]
+    # CUDA checks the library backend auto picks and the torch fallback
+    assert [s.name for s in cuda][:3] == ["tests", "kernels", "kernels-torch"]
+    assert cuda[2].argv[cuda[2].argv.index("--attention") + 1] == "torch"
 
 
 def test_an_absent_device_is_refused_in_one_line(tmp_path: Path, capsys) -> None:

@@ -41,6 +41,7 @@ class TorchBackend:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.split = device.type == "cpu"  # a fused kernel returning log-sum-exps under a mask: CPU flash
+        self.native_gqa = device.type == "cpu"  # CPU flash broadcasts KV heads; elsewhere query heads fold
         self.description = (
             "torch SDPA: one call per layer for the batch over K/V gathered through the block "
             + (
@@ -51,14 +52,16 @@ class TorchBackend:
         )
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> TorchPlan:
-        return TorchPlan(spans, kv, self.device, self.split)
+        return TorchPlan(spans, kv, self.device, self.split, self.native_gqa)
 
 
 class TorchPlan:
     """A step's attention: its indices and masks built once (one transfer each), run per layer."""
 
-    def __init__(self, spans: Sequence[SeqSpan], kv: KVCache, device: torch.device, split: bool) -> None:
-        self.kv, self.dtype = kv, kv.k.dtype
+    def __init__(
+        self, spans: Sequence[SeqSpan], kv: KVCache, device: torch.device, split: bool, native_gqa: bool
+    ) -> None:
+        self.kv, self.dtype, self.native_gqa = kv, kv.k.dtype, native_gqa
         lengths, starts = [s.length for s in spans], [s.start for s in spans]
         self.n, self.width = len(spans), max(lengths)
         self.pad = self.unpad = None
@@ -93,14 +96,14 @@ class TorchPlan:
         self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        qb = self._batched(q)
+        qb, native = self._batched(q), self.native_gqa
         if self.mode == "causal":
-            out = _attend(qb, self._batched(k), self._batched(v), None, causal=True)[0]
+            out = _attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
         elif self.mode == "gathered":
-            out = _attend(qb, *self._gather(layer), self.mask, causal=False)[0]
+            out = _attend(qb, *self._gather(layer), self.mask, False, native)[0]
         else:
-            o_ctx, lse_ctx = _attend(qb, *self._gather(layer), self.mask, causal=False)
-            o_new, lse_new = _attend(qb, self._batched(k), self._batched(v), None, causal=True)
+            o_ctx, lse_ctx = _attend(qb, *self._gather(layer), self.mask, False, native)
+            o_new, lse_new = _attend(qb, self._batched(k), self._batched(v), None, True, native)
             out = merge(o_ctx, lse_ctx.masked_fill(self.no_context, float("-inf")), o_new, lse_new)
         rows = out.transpose(1, 2).reshape(self.n * self.width, *q.shape[1:])
         return rows if self.unpad is None else rows.index_select(0, self.unpad)
@@ -114,7 +117,7 @@ class TorchPlan:
     def _gather(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The layer's keys and values at `slots`, `[sequences, kv_heads, keys, head_dim]`, into buffers
         allocated at the first layer and reused by the others."""
-        pool = [x[layer].view(-1, *x.shape[-2:]) for x in (self.kv.k, self.kv.v)]
+        pool = (self.kv.k_slots[layer], self.kv.v_slots[layer])
         if self.buffers is None:
             self.buffers = tuple(p.new_empty(self.slots.numel(), *p.shape[1:]) for p in pool)  # type: ignore[assignment]
         assert self.buffers is not None
@@ -127,15 +130,24 @@ class TorchPlan:
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, native: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Output `[B, heads, T, head_dim]` and, on the CPU, the float32 log-sum-exp `[B, heads, T]`: CPU flash
-    attention broadcasts KV heads itself; elsewhere SDPA with `enable_gqa` (no log-sum-exp)."""
-    if q.device.type == "cpu":
+    """Output `[B, heads, T, head_dim]` and, from CPU flash attention (`native`: it broadcasts KV heads
+    itself), the float32 log-sum-exp `[B, heads, T]`. Elsewhere SDPA's fused kernels, which want one KV head
+    per query head: under a mask the query heads of a KV head are folded into its rows (the mask repeated for
+    them, no K/V copy); causal, the new K/V (T rows) are repeated per head."""
+    if native:
         out, lse = _flash_cpu(q, k, v, is_causal=causal, attn_mask=mask)[:2]
         return out, lse.float()
-    visible = None if mask is None else mask == 0
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=visible, is_causal=causal, enable_gqa=True), None
+    b, h, t, d = q.shape
+    group = h // k.shape[1]
+    if causal:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True), None
+    if mask is not None:
+        mask = mask.expand(b, 1, t, -1)[:, :, None].expand(b, 1, group, t, -1).reshape(b, 1, group * t, -1)
+    out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], group * t, d), k, v, attn_mask=mask)
+    return out.view(b, h, t, d), None
 
 
 def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
