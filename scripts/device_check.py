@@ -115,7 +115,9 @@ def steps(device: str, plan: Plan, out: Path) -> list[Step]:
                 (f"{name}.json",),
             )
             # on CUDA the torch fallback too, beside the library backend auto picks where one is installed
-            for name, backend in [("kernels", "auto"), ("kernels-torch", "torch")][: 2 if device == "cuda" else 1]
+            for name, backend in [("kernels", "auto"), ("kernels-torch", "torch")][
+                : 2 if device == "cuda" else 1
+            ]
         ),
     ]
     for model in plan.models:

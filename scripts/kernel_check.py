@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--dtype", default=None)
     p.add_argument("--model", default="synthetic:qwen2.5-0.5b")
-    p.add_argument("--attention", default="auto", help="attention backend: auto, torch, flashinfer, flash-attn")
+    p.add_argument(
+        "--attention", default="auto", help="attention backend: auto, torch, flashinfer, flash-attn"
+    )
     p.add_argument("--length", type=int, default=2048)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--target", type=float, default=1.02)
