@@ -1,5 +1,6 @@
 """`python -m engine.bench compaction`: compaction policies x (stable | timestamp-first) prefix over a long
-conversation: budget utilization, cached share, computed tokens, TTFT and compaction events per turn."""
+conversation: budget utilization, cached share, computed tokens, TTFT and compaction events per turn; with
+--answers, what each policy's context still knows at the end, judged by ten answers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from engine.arguments import int_flag
 from engine.bench.args import add_bench_args, open_engine
+from engine.bench.harness.compaction_answers import answer_rows, ask_after_the_end
 from engine.bench.harness.replayer import Conversation, Replayer, Request, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import plot_compaction, plot_cumulative
 from engine.bench.reporting.replay_report import summarize_turns, table, write_results
@@ -22,6 +24,7 @@ from engine.bench.workloads.compaction_policies import (
     Summarizer,
     extractive_summary,
 )
+from engine.bench.workloads.compaction_questions import questions, updates_for
 from engine.bench.workloads.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
 from engine.cli import docs_link
 from engine.errors import CompactionError
@@ -29,6 +32,13 @@ from engine.prompts.chat import Message
 from engine.runtime.engine import Engine
 
 PREFIXES = ("stable", "timestamp-first")
+MIN_ANSWER_TURNS = 6  # a value set and changed, a middle turn and the second-to-last one, all apart
+ANSWERS_NOTE = (
+    "What each context knows at the end (`--answers`): ten questions asked after the last turn, the history "
+    "compacted as the policy compacts any request; right answers per kind (rules and names, values later "
+    "changed, facts only in tool results, the last thing said), `stale`: a changed value answered with its "
+    "earlier value; beside the context's tokens and its replay's cache cost."
+)
 POLICY_COLUMNS = [
     "conversation",
     "max_utilization",
@@ -71,6 +81,12 @@ def register(commands: Any) -> None:
         default="extractive",
         help="extractive (deterministic, default) or the model itself",
     )
+    p.add_argument(
+        "--answers",
+        action="store_true",
+        help="ask each policy's context at the end ten questions (the conversation then carries two value "
+        "updates in its user turns)",
+    )
     p.set_defaults(func=main)
 
 
@@ -81,18 +97,30 @@ class CompactedChat:
         self.chat, self.prefix, self.compactor = chat, prefix, compactor
         self.history = History()
 
-    def frame(self, t: int) -> Any:
+    def system(self, t: int) -> Message:
         system = SYSTEM + "\n\n<pinned>\n" + "\n".join(PINNED) + "\n</pinned>"
         if self.prefix == "timestamp-first":
             system = f"Current time: {self.chat[t].time}\n{system}"
+        return {"role": "system", "content": system}
+
+    def frame(self, t: int) -> Any:
         turn = self.chat[t]
-        return lambda h: [
-            {"role": "system", "content": system},
-            *h.messages(),
-            turn.user,
-            turn.call,
-            turn.result,
-        ]
+        return lambda h: [self.system(t), *h.messages(), turn.user, turn.call, turn.result]
+
+    def after_the_end(self, questions: list[str]) -> list[list[Message]]:
+        """Each question as the request after the last turn (its reply now history), the history compacted
+        for the longest of them as the policy compacts any request; CompactionError when it cannot fit.
+        Called once, after the replay: it appends the last turn to the history."""
+        t, last = len(self.chat) - 1, self.chat[-1]
+        self.history.turns.append(
+            [last.user, last.call, last.result, {"role": "assistant", "content": last.reply}]
+        )
+
+        def asking(question: str) -> Any:
+            return lambda h: [self.system(t), *h.messages(), {"role": "user", "content": question}]
+
+        self.compactor.fit(self.history, asking(max(questions, key=len)))
+        return [asking(q)(self.history) for q in questions]
 
     def request(self, t: int, replies: list[str]) -> Request:
         if t > 0:
@@ -161,9 +189,15 @@ def policy_rows(
 
 
 def conversations(
-    engine: Engine, chat: list[ChatTurn], policies: list[str], budget: int, summarizer: Summarizer
+    engine: Engine,
+    chat: list[ChatTurn],
+    policies: list[str],
+    budget: int,
+    summarizer: Summarizer,
+    holders: dict[str, CompactedChat] | None = None,
 ) -> list[Conversation]:
-    """policy x prefix conversations over the same chat, each with the chat's scripted replies."""
+    """policy x prefix conversations over the same chat, each with the chat's scripted replies (each one's
+    CompactedChat put in `holders` by name, when given)."""
 
     def count(messages: list[Message]) -> int:
         return len(engine.render(messages))
@@ -171,16 +205,24 @@ def conversations(
     convs = []
     for policy, prefix in itertools.product(policies, PREFIXES):
         holder = CompactedChat(chat, prefix, Compactor(policy, budget, count, summarizer))
+        if holders is not None:
+            holders[f"{policy}/{prefix}"] = holder
         convs.append(Conversation(f"{policy}/{prefix}", holder.request, lambda t: chat[t].reply))
     return convs
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.answers and args.turns < MIN_ANSWER_TURNS:
+        raise CompactionError(f"--answers needs --turns of at least {MIN_ANSWER_TURNS}, got {args.turns}")
     engine = open_engine(args)
-    chat = build_long_chat(engine.tokenizer, args.turns, args.result_tokens, args.seed)
+    updates = updates_for(args.turns, args.seed) if args.answers else None
+    chat = build_long_chat(
+        engine.tokenizer, args.turns, args.result_tokens, args.seed, updates.note if updates else None
+    )
     summarizer = model_summarizer(engine) if args.summarizer == "model" else extractive_summary
 
-    convs = conversations(engine, chat, args.policies, args.budget, summarizer)
+    holders: dict[str, CompactedChat] = {}
+    convs = conversations(engine, chat, args.policies, args.budget, summarizer, holders)
     names = [c.name for c in convs]
     replayer = Replayer(engine, args.repeats, cold=False)
     records, partial = finished_turns(lambda: replayer.run(convs, args.turns, desc="compaction"))
@@ -189,6 +231,11 @@ def main(args: argparse.Namespace) -> int:
     if not records:
         raise CompactionError("every conversation was refused on its first turn: raise --budget")
     rows = policy_rows(records, replayer.refused, names)
+    answers, answered = {}, []
+    if updates is not None and not partial:
+        contexts = {name: h.after_the_end for name, h in holders.items()}
+        answers = ask_after_the_end(engine, contexts, replayer.refused, questions(chat, updates))
+        answered = answer_rows(answers, rows)
 
     out = run_dir(args, "compaction", engine)
     title = f"{engine.info['model']} ({engine.info['dtype']}, {engine.info['device']}), budget {args.budget}"
@@ -215,6 +262,7 @@ def main(args: argparse.Namespace) -> int:
         "",
         "First compaction events (stable prefix):",
         *events,
+        *(["", ANSWERS_NOTE, "", table(answered, list(answered[0]))] if answered else []),
     ]
     write_results(
         out,
@@ -227,11 +275,13 @@ def main(args: argparse.Namespace) -> int:
             ("compaction.png", "utilization and cached share per turn"),
             ("cumulative.png", "cumulative computed tokens and TTFT"),
         ],
-        {"policies": rows, "refused": replayer.refused},
+        {"policies": rows, "refused": replayer.refused} | ({"answers": answers} if answers else {}),
         replayer.passes,
     )
     print(table(rows, POLICY_COLUMNS))
     print(*refusals, sep="\n")
+    if answered:
+        print(table(answered, list(answered[0])))
     if partial:
         return interrupted(len(records), "turns", out)
     return written(out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transformers import PreTrainedTokenizerBase
@@ -64,8 +65,14 @@ def _stock_row(rng: random.Random, sku: int, order: int) -> str:
 
 
 def build_long_chat(
-    tokenizer: PreTrainedTokenizerBase, turns: int = 50, result_tokens: int = 60, seed: int = 0
+    tokenizer: PreTrainedTokenizerBase,
+    turns: int = 50,
+    result_tokens: int = 60,
+    seed: int = 0,
+    notes: Callable[[int], str] | None = None,
 ) -> list[ChatTurn]:
+    """The seeded conversation; `notes(t)`, when given, is appended to turn t's user request (the value
+    updates of `compaction --answers`), drawing nothing from the chat's own random stream."""
     rng = random.Random(seed)
     out = []
     for t in range(turns):
@@ -76,7 +83,10 @@ def build_long_chat(
             reply += "\n" + rng.choice(DURABLE_LINES).format(n=n, o=o, a=a)
         tool = rng.choice(["stock_query", "order_status", "invoice_lookup"])
         call = {"type": "function", "function": {"name": tool, "arguments": {"id": str(o)}}}
-        user = {"role": "user", "content": rng.choice(REQUESTS).format(n=n, o=o)}
+        user = {
+            "role": "user",
+            "content": rng.choice(REQUESTS).format(n=n, o=o) + (notes(t) if notes else ""),
+        }
         out.append(
             ChatTurn(
                 user=user,

@@ -113,3 +113,39 @@ def test_history_renders_summary_notes_first() -> None:
     h = History(turns=[[{"role": "user", "content": "hi"}]], folded=3, notes=["DECISION keep"], prose="p")
     first = h.messages()[0]["content"]
     assert first.startswith("<summary>\nTurns 1-3 were summarized.") and "DECISION keep" in first
+
+
+def test_answers_after_the_end(tiny_dir) -> None:
+    """--answers on a tiny model: every context is asked the ten questions after the last turn, none passes
+    the budget, and `none` (refused in the replay) has no context to ask."""
+    from engine.bench.harness.compaction_answers import answer_rows, ask_after_the_end
+    from engine.bench.workloads.compaction_questions import questions, updates_for
+
+    e = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", block_size=BS, cache_tokens=1 << 15)
+    count = lambda messages: len(e.render(messages))  # noqa: E731
+    updates = updates_for(6, seed=0)
+    chat = build_long_chat(e.tokenizer, 6, result_tokens=60, seed=0, notes=updates.note)
+    policies = ["none", "clear-then-summarize", "sliding-window"]
+    holders = {p: CompactedChat(chat, "stable", Compactor(p, 400, count)) for p in policies}
+    convs = [Conversation(p, h.request, lambda t: chat[t].reply) for p, h in holders.items()]
+    replayer = Replayer(e, repeats=1, cold=False)
+    records = replayer.run(convs, 6)
+    qs = questions(chat, updates)
+    contexts = {p: h.after_the_end for p, h in holders.items()}
+    answers = ask_after_the_end(e, contexts, replayer.refused, qs, max_new_tokens=2)
+    assert "refused at turn" in answers["none"]["refused"]
+    for policy in policies[1:]:
+        a = answers[policy]
+        assert len(a["answers"]) == 10 and 0 < a["context_tokens"] <= 400
+        assert {x["verdict"] for x in a["answers"]} <= {"right", "stale", "wrong"}
+        history = holders[policy].history
+        assert history.folded + len(history.turns) == 6  # every turn, the last included, kept or folded
+    rows = answer_rows(answers, policy_rows(records, replayer.refused, policies))
+    assert [r["conversation"] for r in rows] == policies and rows[0]["accuracy"] is None
+
+
+def test_answers_need_enough_turns(tmp_path) -> None:
+    from engine.bench.__main__ import main
+
+    with pytest.raises(CompactionError, match="--answers needs --turns of at least 6, got 3"):
+        main(["compaction", "--answers", "--turns", "3", "--model", str(tmp_path / "no-model")])
