@@ -85,6 +85,10 @@ class Attention(nn.Module):
         if ctx.attention is not None:  # the paged path: new K/V written once, one dispatch for the batch
             assert ctx.kv is not None and ctx.write_slots is not None
             ctx.kv.write(self.layer, ctx.write_slots, k, v)
+            if (
+                ctx.observe is not None
+            ):  # attention maps: each sequence's keys [0, start + length), from the pool
+                self._observe_paged(q, ctx)
             out = ctx.attention.forward(self.layer, q, k, v)
         elif ctx.window is not None:
             out = window_attention(self.layer, q, k, v, ctx.window)
@@ -93,6 +97,15 @@ class Attention(nn.Module):
                 ctx.observe(self.layer, q, k)
             out = causal_attention(q, k.transpose(0, 1), v.transpose(0, 1), 0)
         return linear(out.reshape(t, self.h * self.d), self.o_weight, self.o_bias)
+
+    def _observe_paged(self, q: torch.Tensor, ctx: StepContext) -> None:
+        """The QKObserver of a paged step, per sequence: its query rows and every key they see."""
+        assert ctx.kv is not None and ctx.observe is not None
+        row = 0
+        for span in ctx.spans:
+            keys, _ = ctx.kv.read(self.layer, ctx.kv.slots(span.block_table, 0, span.start + span.length))
+            ctx.observe(self.layer, q[row : row + span.length], keys)
+            row += span.length
 
 
 def window_attention(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from engine.inspect.attention import capture
 from engine.inspect.span_shares import SpanShares, observing
 from tests.conftest import random_ids
 
@@ -13,8 +14,8 @@ SPANS = [(5, 21), (40, 47), (0, 1)]
 
 
 def _plain(eng, ids: list[int], row: int) -> torch.Tensor:
-    """[spans, layers, heads] from engine.attention (a plain forward from position 0)."""
-    probs = eng.attention(ids, rows=[row]).probs[:, :, 0]  # [layers, heads, length]
+    """[spans, layers, heads] from the attention capture (a plain forward from position 0)."""
+    probs = capture(eng.model, eng.prompts, eng.prompts.rendered(ids), rows=[row]).probs[:, :, 0]
     return torch.stack([probs[..., a:b].sum(-1) for a, b in SPANS])
 
 

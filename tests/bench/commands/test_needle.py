@@ -12,6 +12,7 @@ import torch
 from engine.bench.__main__ import main
 from engine.bench.commands.needle import answer_row, ask, plan, render, token_span
 from engine.errors import ContextOverflowError, PromptError
+from engine.inspect.attention import capture
 
 
 def _args(**changes) -> argparse.Namespace:
@@ -45,7 +46,8 @@ def test_shares_are_the_answering_rows_attention(tiny) -> None:
     prompt = render(tiny, cells[0].log, cells[0].log.facts[1])
     gen = tiny.generate(prompt.ids, max_new_tokens=4, stop=["\n"]).token_ids  # greedy: the same answer
     row = len(prompt.ids) - 1 + second["answer_row"]
-    maps = tiny.attention(prompt.ids + gen[: max(0, second["answer_row"])], rows=[row])
+    ids = prompt.ids + gen[: max(0, second["answer_row"])]
+    maps = capture(tiny.model, tiny.prompts, tiny.prompts.rendered(ids), rows=[row])
     a, b = second["fact_tokens"]
     plain = maps.probs[:, :, 0, a:b].sum(-1)  # [layers, heads]
     assert torch.allclose(torch.tensor(second["share_layer_head"]), plain, atol=1e-5)
