@@ -78,7 +78,7 @@ def matrix_grid(
     """Side-by-side [rows, columns] heatmaps on one colour scale, row 0 at the top; `yticklabels` names
     every row (default: every other row's index)."""
     vmax = max(float(m.max()) for m in matrices.values())
-    tall = 7 if yticklabels is None else 1.5 + 0.45 * len(yticklabels)
+    tall = 7 if yticklabels is None else 2.6 + 0.45 * len(yticklabels)
     fig, axes = plt.subplots(1, len(matrices), figsize=(2.2 + 2.6 * len(matrices), tall), squeeze=False)
     for i, (ax, (name, m)) in enumerate(zip(axes[0], matrices.items(), strict=True)):
         im = ax.imshow(m.numpy(), aspect="auto", cmap="viridis", vmin=0.0, vmax=vmax, interpolation="nearest")
@@ -92,7 +92,7 @@ def matrix_grid(
             if i == 0:
                 ax.set_ylabel(ylabel)
     fig.colorbar(im, ax=axes[0].tolist(), label=label)
-    fig.suptitle(title)
+    fig.suptitle(title, y=0.98 if yticklabels is None else 1.0)  # above the panels' own titles
     _save(fig, out)
 
 
