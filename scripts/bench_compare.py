@@ -15,7 +15,7 @@ cancel out (lower is better):
 - `warm/contiguous S+64`: our warm TTFT (S cached, 64 new, `generate`) over transformers' forward of the same
   64 tokens over a contiguous cache of S, alternating (median of the per-round ratios);
 - `warm memory share S+64`: the memory one such warm request adds over the cached prefix's K/V bytes;
-- `decode step B/1 @N`: one decode step of B sequences over one of a single sequence (`ModelRunner.run`);
+- `decode step B/1 @N`: one engine step while B requests decode over one while a single one does (`Engine.step`);
 - `batch cost B @N`: the time per output token of B requests decoding together over one request's (1 / the
   batching gain in output tokens per second);
 - `batched/one by one prefill N`: four prompts of N / 4 tokens prefilled in one batch over one after another.

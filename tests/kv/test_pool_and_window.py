@@ -59,7 +59,7 @@ def test_a_warm_request_reads_its_cached_prefix_in_the_pool(eng, monkeypatch) ->
 
     def recorded(self: TorchPlan, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         out = gather(self, layer)
-        buffers.append(sum(b.numel() * b.element_size() for b in self.buffers))
+        buffers.append(sum(b.numel() * b.element_size() for b in self.buffers or ()))
         return out
 
     monkeypatch.setattr(TorchPlan, "_gather", recorded)

@@ -40,10 +40,12 @@ def pool(blocks: int = 256) -> KVCache:
     return kv
 
 
-def step(shape: list[tuple[int, int]], seed: int = 0):
-    """Spans over scattered block tables with their context K/V in the pool, and the step's q, k, v rows."""
+def step(shape: list[tuple[int, int]], seed: int = 0, consecutive: bool = False):
+    """Spans over scattered block tables (or consecutive ones) with their context K/V in the pool, and the
+    step's q, k, v rows."""
     g = torch.Generator().manual_seed(seed)
-    kv, free, spans, full = pool(), list(torch.randperm(256, generator=g).tolist()), [], []
+    order = list(range(255, -1, -1)) if consecutive else torch.randperm(256, generator=g).tolist()
+    kv, free, spans, full = pool(), order, [], []
     for start, length in shape:
         table = [free.pop() for _ in range(-(-(start + length) // BS))]
         spans.append(SeqSpan(start, length, table))
@@ -76,11 +78,15 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int) -> 
     [(True, True), (False, True), (False, False)],
     ids=["split", "masked", "masked, folded heads"],
 )
+@pytest.mark.parametrize("consecutive", [False, True], ids=["scattered blocks", "consecutive blocks"])
 @pytest.mark.parametrize("case", CASES)
-def test_the_torch_backend_equals_causal_attention_per_sequence(case: str, split: bool, native: bool) -> None:
+def test_the_torch_backend_equals_causal_attention_per_sequence(
+    case: str, split: bool, native: bool, consecutive: bool
+) -> None:
     """The CPU's arrangement, and the one off the CPU (one masked call, query heads folded into rows for the
-    fused kernels that want one KV head per query head), run here on CPU."""
-    kv, spans, q, full = step(CASES[case])
+    fused kernels that want one KV head per query head), run here on CPU; one sequence in consecutive blocks
+    is read in place, anything else gathered."""
+    kv, spans, q, full = step(CASES[case], consecutive=consecutive)
     backend = TorchBackend(torch.device("cpu"))
     backend.split, backend.native_gqa = split, native
     plan = backend.plan(spans, kv)
@@ -95,6 +101,8 @@ def test_the_torch_backend_equals_causal_attention_per_sequence(case: str, split
             kv.write(layer, torch.tensor(slots_of(s.block_table, s.start, s.start + s.length, BS)), k, v)
         k_rows, v_rows = torch.cat([k for k, _ in new]), torch.cat([v for _, v in new])
         out = plan.forward(layer, q[layer], k_rows, v_rows)
+        if consecutive and len(spans) == 1:
+            assert plan.buffers is None  # read in place
         row = 0
         for s, keys in zip(spans, full, strict=True):
             rows = slice(row, row + s.length)

@@ -11,7 +11,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from agents_cache import report, row  # noqa: E402
 
 TOOLS = [{"name": "Read", "input_schema": {"type": "object"}}]
-REGIONS = [["system", "system", 0, 300], ["tools", "tools", 300, 1000], ["latest user", "message", 1000, 1040]]
+REGIONS = [
+    ["system", "system", 0, 300],
+    ["tools", "tools", 300, 1000],
+    ["latest user", "message", 1000, 1040],
+]
 
 
 def entry(at: int | None, cached: int, previous: str | None = "req-1") -> dict:

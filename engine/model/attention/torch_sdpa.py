@@ -16,7 +16,9 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   every (query, key) score and skip none.
 
 Every gathered index points at a position its sequence has written (padding repeats its last one), so a
-masked key is finite and weighs exactly 0. The memory a request adds is one layer's gather, for one step.
+masked key is finite and weighs exactly 0. The memory a request adds is one layer's gather, for one step; a
+step of one sequence whose blocks are consecutive reads them in place instead (strided views of the pool,
+which the fused kernels take as they are).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class TorchPlan:
         lengths, starts = [s.length for s in spans], [s.start for s in spans]
         self.n, self.width = len(spans), max(lengths)
         self.pad = self.unpad = None
+        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None  # the gathered K/V, reused per layer
         if any(n != self.width for n in lengths):
             first = [sum(lengths[:b]) for b in range(self.n)]
             grid = [
@@ -78,7 +81,8 @@ class TorchPlan:
             return
         self.mode = "gathered" if self.width == 1 or not split else "split"
         ends = [s + (n if self.mode == "gathered" else 0) for s, n in zip(starts, lengths, strict=True)]
-        self.slots = _slots(spans, ends, kv.block_size, device)
+        self.run = _one_run(spans, ends, kv.block_size)
+        self.slots = _slots(spans, ends, kv.block_size, device) if self.run is None else None
         keys = torch.arange(max(ends), device=device)
         if self.mode == "gathered":  # query i of sequence b sees keys [0, start_b + i]
             queries = torch.arange(self.width, device=device)
@@ -93,7 +97,6 @@ class TorchPlan:
             )
             self.mask = self.mask if len(set(ends)) > 1 else None
             self.no_context = to_device([s == 0 for s in starts], torch.bool, device)[:, None, None]
-        self.buffers: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         qb, native = self._batched(q), self.native_gqa
@@ -118,9 +121,15 @@ class TorchPlan:
         """The layer's keys and values at `slots`, `[sequences, kv_heads, keys, head_dim]`, into buffers
         allocated at the first layer and reused by the others."""
         pool = (self.kv.k_slots[layer], self.kv.v_slots[layer])
+        if self.run is not None:  # one sequence in consecutive blocks: read in place (a strided view)
+            first, length = self.run
+            return pool[0][first : first + length][None].transpose(1, 2), pool[1][first : first + length][
+                None
+            ].transpose(1, 2)
         if self.buffers is None:
+            assert self.slots is not None
             self.buffers = tuple(p.new_empty(self.slots.numel(), *p.shape[1:]) for p in pool)  # type: ignore[assignment]
-        assert self.buffers is not None
+        assert self.buffers is not None and self.slots is not None
         shape = (*self.slots.shape, *pool[0].shape[1:])
         out = []
         for p, buffer in zip(pool, self.buffers, strict=True):
@@ -155,6 +164,17 @@ def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(
         ~visible, float("-inf")
     )
+
+
+def _one_run(spans: Sequence[SeqSpan], ends: list[int], block_size: int) -> tuple[int, int] | None:
+    """(first slot, length) when the step is one sequence whose keys [0, end) lie in consecutive blocks (a
+    fresh pool hands a prompt's blocks out in order): attention reads them in place, nothing gathered."""
+    if len(spans) != 1:
+        return None
+    table = spans[0].block_table[: -(-ends[0] // block_size)]
+    if any(b != table[0] + i for i, b in enumerate(table)):
+        return None
+    return table[0] * block_size, ends[0]
 
 
 def _slots(spans: Sequence[SeqSpan], ends: list[int], block_size: int, device: torch.device) -> torch.Tensor:
