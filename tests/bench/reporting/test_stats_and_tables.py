@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from engine.bench.harness.replayer import TurnRecord
 from engine.bench.reporting.replay_report import markdown_text, spread_notes, summarize_turns, table
 from engine.bench.reporting.stats import (
@@ -12,6 +14,7 @@ from engine.bench.reporting.stats import (
     paired,
     pass_ratios,
     per_pass,
+    rank_sum,
     sign_test,
     spread,
     verdict,
@@ -143,3 +146,12 @@ def test_contexts_cannot_break_a_markdown_table() -> None:
     lines = lines.splitlines()
     assert len(lines) == 3  # header, rule, one row: the newline did not split it
     assert len(re.findall(r"(?<!\\)\|", lines[2])) == 3  # only the cell separators are bare pipes
+
+
+def test_rank_sum_of_independent_groups() -> None:
+    right, wrong = [0.31, 0.42, 0.55, 0.47, 0.39, 0.61], [0.12, 0.22, 0.35, 0.18, 0.29, 0.22, 0.40]
+    word, p = rank_sum(right, wrong)
+    assert word == "higher" and p == pytest.approx(0.010025, abs=1e-5)  # scipy mannwhitneyu, asymptotic
+    assert rank_sum(wrong, right)[0] == "lower"
+    assert rank_sum([1.0] * 6, [1.0] * 6) == ("within noise", 1.0)
+    assert rank_sum([0.1, 0.2], wrong) == ("too few values", None)
