@@ -60,7 +60,7 @@ class EngineCore(LoadedModel):
     def __init__(self, *args: Any, max_num_seqs: int = 64, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_num_seqs = max_num_seqs
-        self.runner = ModelRunner(self.model, self.kv, self.device, self.attention)
+        self.runner = ModelRunner(self.model, self.kv, self.device, self.attention_backend)
         # prefill_chunk is the step's token budget: a longer prompt is prefilled over several steps
         self.scheduler = Scheduler(self.blocks, max_num_seqs, self.prefill_chunk)
         self.requests: dict[str, Request] = {}

@@ -123,5 +123,5 @@ class Engine(EngineCore):
             cache=self.cache_enabled,
             prefill_chunk=self.prefill_chunk,
             max_num_seqs=self.max_num_seqs,
-            attention=self.attention.name,
+            attention=self.attention_backend.name,
         )

@@ -48,7 +48,7 @@ class LoadedModel:
         )
         self.blocks = BlockManager(num_blocks, block_size, f"{source.digest}:{dtype_name(dtype)}".encode())
         self.kv = KVCache(self.config, num_blocks, block_size, dtype, device)
-        self.attention = select_attention(attention, device, dtype, block_size)
+        self.attention_backend = select_attention(attention, device, dtype, block_size)
 
     # ---- identity and prompts (see runtime/identity.py, prompts/encoder.py) ----------------------------
     @property
@@ -56,7 +56,7 @@ class LoadedModel:
         """What every result records about the model and machine it came from."""
         cache_tokens = self.blocks.num_blocks * self.blocks.block_size
         return identity(self.source, self.dtype, self.device, self.blocks.block_size, cache_tokens) | {
-            "attention": self.attention.description
+            "attention": self.attention_backend.description
         }
 
     @property
