@@ -82,6 +82,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
     if kind is not None:
         return read_file(path, kind).requests
     requests, found, first = [], fmt, 0  # `first`: the undeclared request that decided the format
+    served = True  # every line engine.serve's own --record line
     for i, entry in enumerate(read_entries(path, text)):
         try:
             refuse_lone_surrogates(entry)
@@ -99,6 +100,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                 kind = found or "openai-chat"
             req = PARSERS[kind](envelope.body)
             recorded = recorded_usage(envelope, kind, req.model)
+            served = served and envelope.server is not None and envelope.time is not None
         except FieldError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None
         requests.append(
@@ -111,4 +113,6 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                 cache_salt=cache_salt(envelope, req.model),
             )
         )
+    if served:  # engine.serve writes a line as its request finishes: concurrent requests of one session
+        requests.sort(key=lambda r: r.timestamp)  # finish out of the order they were sent, replayed in it
     return requests

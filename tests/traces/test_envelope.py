@@ -98,3 +98,22 @@ def test_the_servers_own_report(tmp_path: Path) -> None:
     assert served.recorded.provider == "kvtestbed" and served.recorded.cache_write_tokens == 16
     assert served.reply_cut and served.cache_salt == "smollm2-b" and served.timestamp == 1796029200.0
     assert second.recorded.provider == "kvtestbed" and not second.reply_cut and second.cache_salt == "m"
+
+
+def test_the_servers_own_record_is_replayed_in_the_order_sent(tmp_path: Path) -> None:
+    """engine.serve writes a line when its request finishes: two concurrent requests of one session finished
+    out of the order they were sent, and replay refused the server's own record (times going backwards)."""
+    from engine.traces.sessions import interleave
+
+    line = {"session_id": "s", "format": "openai-chat", "body": CHAT, "kvtestbed": {"model": "m"}}
+    path = write(tmp_path / "record.jsonl", line | {"timestamp": 2.0}, line | {"timestamp": 1.0})
+    assert [r.timestamp for r in interleave(load_trace(path))] == [1.0, 2.0]
+    other = write(
+        tmp_path / "proxy.jsonl",
+        *(
+            {k: v for k, v in e.items() if k != "kvtestbed"}
+            for e in (line | {"timestamp": 2.0}, line | {"timestamp": 1.0})
+        ),
+    )
+    with pytest.raises(TraceError, match="before request"):
+        interleave(load_trace(other))  # any other log keeps its order, and a time going back is refused
