@@ -18,7 +18,8 @@ from transformers import PreTrainedTokenizerBase
 from engine.arguments import string
 from engine.errors import ContextOverflowError, PromptError, TokenizerMissingError
 from engine.model.config import ModelConfig
-from engine.prompts.chat import Message, render_text
+from engine.prompts.chat import Message
+from engine.prompts.literal import render_chat, tokenize_chat
 from engine.prompts.regions import Region, RenderedPrompt, marked_text, render_prompt
 
 Prompt = str | Sequence[Message] | Sequence[int]
@@ -62,9 +63,11 @@ class PromptEncoder:
     ) -> Encoded:
         """`render`, with the template and the tokenizer timed apart."""
         t0 = time.perf_counter()
-        text = render_text(self.tokenizer, messages, tools, **template_options)
+        chat = render_chat(self.tokenizer, messages, tools, **template_options)
         t1 = time.perf_counter()
-        ids = self.tokenizer(text, add_special_tokens=False).input_ids
+        ids, _ = tokenize_chat(
+            self.tokenizer, chat.text, chat.literal
+        )  # a message's control strings are text
         return Encoded(ids, t1 - t0, time.perf_counter() - t1)
 
     def ids(self, prompt: Prompt) -> list[int]:

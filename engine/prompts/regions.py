@@ -19,6 +19,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from engine.prompts.chat import Message, render_text
+from engine.prompts.literal import render_chat, tokenize_chat
 from engine.prompts.messages import validate_messages, validate_tools
 
 STATUS_TAG = "<agent_status>"
@@ -185,10 +186,10 @@ def render_prompt(
 ) -> RenderedPrompt:
     """Render with the chat template (generation prompt included) and label every token with its region."""
     messages, tools = validate_messages(messages), validate_tools(tools)  # multi-part content joined
-    full = render_text(tokenizer, messages, tools, **template_options)
-    spans = char_spans(tokenizer, messages, tools, full, **template_options)
-    enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
-    return RenderedPrompt(list(enc["input_ids"]), full, token_regions(spans, enc["offset_mapping"]))
+    chat = render_chat(tokenizer, messages, tools, **template_options)
+    spans = char_spans(tokenizer, messages, tools, chat.text, **template_options)
+    ids, offsets = tokenize_chat(tokenizer, chat.text, chat.literal)  # a message's control strings are text
+    return RenderedPrompt(ids, chat.text, token_regions(spans, offsets))
 
 
 def token_regions(spans: Sequence[tuple[int, str, str]], offsets: Sequence[tuple[int, int]]) -> list[Region]:

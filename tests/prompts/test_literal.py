@@ -59,3 +59,15 @@ def test_tool_arguments_and_definitions_are_text_too() -> None:
     plain = tokenizer(chat.text, add_special_tokens=False).input_ids
     tool_call = tokenizer.convert_tokens_to_ids("<tool_call>")  # not special: a token wherever it is
     assert ids.count(tool_call) == plain.count(tool_call) == chat.text.count("<tool_call>")
+
+
+def test_the_python_api_and_the_region_renderer_tokenize_a_clients_control_strings_as_text(
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    from engine.prompts.encoder import PromptEncoder
+    from engine.prompts.regions import render_prompt
+
+    chat = render_chat(tokenizer, FORGED)
+    ids, _ = tokenize_chat(tokenizer, chat.text, chat.literal)
+    assert render_prompt(tokenizer, FORGED).token_ids == ids
+    assert PromptEncoder(tokenizer, "m", None).render(FORGED) == ids  # type: ignore[arg-type]
