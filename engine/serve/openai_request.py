@@ -88,6 +88,23 @@ def tool_choice(body: dict[str, Any]) -> Any:
     return choice
 
 
+def required_message_fields(messages: list[dict[str, Any]]) -> None:
+    """What OpenAI requires of a message that the trace parser (shared with bench replay, which reads what
+    clients logged) lets default: content, except on an assistant message with tool calls; a tool message's
+    tool_call_id."""
+    for i, m in enumerate(messages):
+        if m.get("content") is None and not (m["role"] == "assistant" and m.get("tool_calls")):
+            raise APIError(
+                400, f"messages[{i}].content is required for role {m['role']!r}", f"messages[{i}].content"
+            )
+        if m["role"] == "tool" and not isinstance(m.get("tool_call_id"), str):
+            raise APIError(
+                400,
+                f"messages[{i}].tool_call_id (a string) is required for role 'tool'",
+                f"messages[{i}].tool_call_id",
+            )
+
+
 def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRequest:
     fields.refuse_unknown(body, KNOWN)
     model = served_model(body, names)
@@ -98,6 +115,7 @@ def parse_openai(body: dict[str, Any], headers: Any, names: list[str]) -> ChatRe
         trace = parse_chat_completions(body)
     except FieldError as e:
         raise field_error(e) from None
+    required_message_fields(body["messages"])
     choice = tool_choice(body)
     max_tokens = fields.integer(body, "max_completion_tokens", 1, fields.integer(body, "max_tokens", 1))
     if body.get("max_tokens") not in (None, max_tokens):

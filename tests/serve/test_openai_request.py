@@ -22,6 +22,16 @@ def refused(changes: dict[str, Any], headers: dict[str, str] | None = None) -> A
     return e.value
 
 
+def test_an_assistant_message_with_tool_calls_needs_no_content() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "4"},
+    ]
+    assert parse_openai(BASE | {"messages": messages}, {}, NAMES).messages[-1]["role"] == "tool"
+
+
 def test_a_body_is_read() -> None:
     req = parse_openai(
         BASE
@@ -95,6 +105,13 @@ def test_continue_final_message_continues_the_assistant() -> None:
         ({"messages": "hi"}, "messages", 400),
         ({"messages": []}, "messages", 400),
         ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role", 400),
+        ({"messages": [{"role": "user"}]}, "messages[0].content", 400),
+        ({"messages": [{"role": "user", "content": None}]}, "messages[0].content", 400),
+        (
+            {"messages": [{"role": "user", "content": "x"}, {"role": "tool", "content": "4"}]},
+            "messages[1].tool_call_id",
+            400,
+        ),
         (
             {"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]},
             "messages[0].content[0].type",
