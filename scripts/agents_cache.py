@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import shutil
 import signal
 import sys
@@ -31,17 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_runs import CODEX_MODEL, CODING_AGENTS, NETNS_VARIABLE, command, in_loopback_netns, prepare, run
-from agents_check import (
-    CAP_TOKENS,
-    CLAUDE_MODELS,
-    CODING_MODEL,
-    KEY,
-    SKIPPED_VARIABLE,
-    Server,
-    cap_flags,
-    install,
-)
+from agent_runs import CODEX_MODEL, CODING_AGENTS, command, prepare, run
+from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, cap_flags, prepare_clients
 
 RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
 
@@ -154,13 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-netns", action="store_true")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on a kill too
-    if os.environ.get(NETNS_VARIABLE):
-        skipped = json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
-    else:
-        skipped = {} if args.no_install else install(args.clients, args.tools_dir)
-        os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
-        if not args.no_netns and (rc := in_loopback_netns()) is not None:
-            return rc
+    skipped = prepare_clients(args)
+    if isinstance(skipped, int):  # the run in the namespace is over: its exit status
+        return skipped
     clients = [c for c in args.clients if c not in skipped]
     lines = [f"{c}: skipped: {skipped[c]}" for c in args.clients if c in skipped]
     args.out.mkdir(parents=True, exist_ok=True)

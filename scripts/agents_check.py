@@ -258,6 +258,18 @@ def cap_flags(tokens: int) -> list[str]:
     return next(([f"{flag}={tokens}"] for flag in CAP_FLAGS if flag in done.stdout), [])
 
 
+def prepare_clients(args: argparse.Namespace) -> dict[str, str] | int:
+    """Install the missing clients of `args.clients` (once), then re-run this command in a loopback-only
+    network namespace where possible: the clients skipped and why, or the exit status of that re-run."""
+    if os.environ.get(NETNS_VARIABLE):  # the re-run inside the namespace: the installs are done
+        return json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
+    skipped = {} if args.no_install else install(args.clients, args.tools_dir)
+    os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
+    if not args.no_netns and (rc := in_loopback_netns()) is not None:
+        return rc
+    return skipped
+
+
 def check_client(
     client: str, server: Server, base: Path, args: argparse.Namespace, model: str | None
 ) -> Outcome:
@@ -302,13 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped on a kill too
-    if os.environ.get(NETNS_VARIABLE):  # the re-run inside the namespace: the installs are done
-        skipped = json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
-    else:
-        skipped = {} if args.no_install else install(args.clients, args.tools_dir)
-        os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
-        if not args.no_netns and (rc := in_loopback_netns()) is not None:
-            return rc
+    skipped = prepare_clients(args)
+    if isinstance(skipped, int):  # the run in the namespace is over: its exit status
+        return skipped
     coding = [c for c in args.clients if c in CODING_AGENTS]
     groups = [
         (args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], coding, None, CAP_TOKENS),
