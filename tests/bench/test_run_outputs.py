@@ -70,7 +70,7 @@ def test_ctrl_c_keeps_the_finished_turns_marked_partial(tiny_dir, tmp_path, monk
 
     def generate(self, *args, **kwargs):
         calls.append(1)
-        if len(calls) == 8:  # warm-up, then 3 calls per turn: the 3rd turn is cut short
+        if len(calls) == 9:  # two warm-ups (the engine, its cold pool), 3 calls a turn: the 3rd turn is cut
             raise KeyboardInterrupt
         return real(self, *args, **kwargs)
 

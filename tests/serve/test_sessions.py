@@ -118,7 +118,9 @@ def test_sessions_are_matched_and_misses_explained(smollm2_server: Server) -> No
         {"role": "assistant", "content": "Hello!"},
         {"role": "user", "content": "Bye"},
     ]
-    unseen = client.chat.completions.create(
+    # A client of its own (the key names it, keyed server or not): no earlier request of its can match.
+    own = client.with_options(api_key="key-of-a-client-never-seen")
+    unseen = own.chat.completions.create(
         model=MODEL, messages=history, max_tokens=2, extra_headers={"X-Session-Id": "never-seen"}, **GREEDY
     ).model_extra["kvtestbed"]
     assert unseen["session_source"] == "header" and unseen["miss_reason"] == "previous_message_not_found"
