@@ -56,10 +56,6 @@ class Row:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
 
-def tools_of(body: dict[str, Any]) -> Any:
-    return body.get("tools")
-
-
 def row(
     client: str, run: str, n: int, entry: dict[str, Any], body: dict[str, Any], earlier: dict[str, Any]
 ) -> Row:
@@ -74,7 +70,7 @@ def row(
         if kind == "tools" and at is not None and end > at
     )
     previous = earlier.get(entry.get("previous_request_id") or "")
-    same_tools = previous is not None and tools_of(previous) == tools_of(body)
+    same_tools = previous is not None and previous.get("tools") == body.get("tools")
     estimate = None
     if at is not None and tools and same_tools:
         block = entry["block_size"]
@@ -116,7 +112,7 @@ def report(rows: list[Row], lines: list[str]) -> str:
         )
     for client in dict.fromkeys(r.client for r in rows):
         mine = [r for r in rows if r.client == client]
-        for label in ("A1", "A2", "B1"):
+        for label, _ in RUNS:
             run_rows = [r for r in mine if r.run == label]
             prompt, cached = sum(r.prompt_tokens for r in run_rows), sum(r.cached_tokens for r in run_rows)
             if run_rows:
