@@ -3,13 +3,15 @@ twice in one directory and once in another against one server, and the server's 
 how much of the prompt the cache served and where and why the prompt broke; per client, what the chat
 template's order costs the run in the other directory.
 
-    python scripts/agents_cache.py [--clients claude-code codex] [--tools-dir DIR] [--out DIR] [--timeout S]
+    python scripts/agents_cache.py [--clients claude-code codex] [--tools-dir DIR] [--out DIR [--overwrite]]
+                                   [--work DIR] [--timeout S]
 
 The server runs `synthetic:qwen2.5-0.5b`: Qwen2.5's tokenizer and chat template, so every token count is what
 a real Qwen2.5 would be served (the cache's facts do not depend on the weights); its random weights never stop,
 so replies are capped (scripts/agents_check.py's cap) and the clients' own final lines say little. The clients
 are installed and configured as in scripts/agents_check.py (documented settings only, a loopback-only network
-namespace where possible). Writes `<out>/requests.csv` (one row per request) and `<out>/report.md`, and prints
+namespace where possible; the server's log and record and the clients' work trees go to `--work`). Writes
+`<out>/requests.csv` (one row per request) and `<out>/report.md` (existing ones only with `--overwrite`), and prints
 the report. Template order: Qwen's template renders the tool definitions after the system text, Anthropic's
 API puts tools first; where a prompt breaks inside the system text before its tools, and the tools are the same
 as those of the request it is compared with, a tools-first order would have served those tool tokens too
@@ -134,19 +136,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tools-dir", type=Path, default=Path.home() / ".cache" / "kvtestbed" / "agent-tools"
     )
-    parser.add_argument("--out", type=Path, default=Path("/tmp/kvtestbed-agents-cache"))
+    parser.add_argument(
+        "--out", type=Path, default=Path("results/agents-cache"), help="report.md, requests.csv"
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier report.md, requests.csv")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/kvtestbed-agents-cache"),
+        help="server log, record, work trees",
+    )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per client run")
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--no-netns", action="store_true")
     args = parser.parse_args(argv)
+    written = [args.out / "report.md", args.out / "requests.csv"]
+    if not args.overwrite and any(p.exists() for p in written):
+        parser.error(f"{args.out} already holds report.md or requests.csv; pass --overwrite to replace them")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on a kill too
     skipped = prepare_clients(args)
     if isinstance(skipped, int):  # the run in the namespace is over: its exit status
         return skipped
     clients = [c for c in args.clients if c not in skipped]
     lines = [f"{c}: skipped: {skipped[c]}" for c in args.clients if c in skipped]
-    args.out.mkdir(parents=True, exist_ok=True)
-    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.out, cap_flags(CAP_TOKENS), CAP_TOKENS)
+    args.work.mkdir(parents=True, exist_ok=True)
+    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.work, cap_flags(CAP_TOKENS), CAP_TOKENS)
     rows: list[Row] = []
     try:
         lines.append(f"server: {' '.join(server.argv[1:])}")
@@ -155,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         for client in clients:
             bodies: dict[str, dict[str, Any]] = {}
-            base = args.out / client
+            base = args.work / client
             prepare(base)  # one home (the client's own state, as a user's), two copies of the repository
             shutil.copytree(base / "work", base / "elsewhere", symlinks=True)
             for label, folder in RUNS:
@@ -176,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                     bodies[entry["request_id"]] = record["body"]
     finally:
         server.stop()
+    args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "requests.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=[*asdict(rows[0]).keys(), "share"] if rows else ["client"])
         writer.writeheader()

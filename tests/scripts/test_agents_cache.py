@@ -6,9 +6,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from agents_cache import report, row  # noqa: E402
+from agents_cache import main, report, row  # noqa: E402
 
 TOOLS = [{"name": "Read", "input_schema": {"type": "object"}}]
 REGIONS = [
@@ -58,3 +60,11 @@ def test_the_report_sums_each_run_and_states_the_estimate() -> None:
     assert "claude-code A1: 1 requests, 0 of 1,040 prompt tokens cached (0%)" in text
     assert "claude-code B1: 1 requests, 240 of 1,040 prompt tokens cached (23%)" in text
     assert "cached 240 in Qwen's order, about 944 with tools first" in text
+
+
+def test_an_earlier_report_is_replaced_only_when_asked(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "report.md").write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        main(["--out", str(tmp_path), "--no-install"])
+    assert e.value.code == 2 and "pass --overwrite" in capsys.readouterr().err
+    assert (tmp_path / "report.md").read_text() == "mine"
