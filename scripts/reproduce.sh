@@ -7,7 +7,9 @@
 # Refuses to run on a tree with uncommitted changes (outside results/): every result records the commit it
 # came from, and only a clean commit reproduces it. --allow-dirty runs anyway; the commit is then recorded
 # as <sha>+dirty in every result and each report opens with a warning. Keeps results/REPRODUCE.md: per
-# step, the commit, time and machine of its newest run. Run it on a quiet machine: the timings are the results.
+# step, the commit, time, machine and load of its newest run. The timings are the results, so before each step
+# it waits until the machine is quiet (1-minute load average below $QUIET_LOAD, default 0.5; a step's own load
+# takes about 80 s to decay below it) and records the load it started at.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -86,11 +88,22 @@ export HF_HUB_OFFLINE=1
 # results/REPRODUCE.md is a ledger: one row per step, from the newest run of that step (a run of some steps
 # keeps the other steps' rows). A row is written as soon as its step finishes.
 log=$R/REPRODUCE.md
-machine="$(uname -m), $(nproc) CPUs"
-record() {  # name seconds command: replace the step's row, keep the others, write them in STEPS order
+QUIET_LOAD=${QUIET_LOAD:-0.5}
+flags=$(grep -m1 -o -w -E 'amx_bf16|avx512_bf16|avx512f|avx2' /proc/cpuinfo 2>/dev/null | sort -u | tr '\n' ' ' || true)
+machine="$(uname -m), $(nproc) CPUs${flags:+, ${flags% }}"
+load1() { cut -d' ' -f1 /proc/loadavg; }
+wait_quiet() {  # until the 1-minute load average is below QUIET_LOAD; prints what it waits for
+  local waited=0
+  until awk -v l="$(load1)" -v q="$QUIET_LOAD" 'BEGIN { exit !(l < q) }'; do
+    if [ $((waited % 60)) -eq 0 ]; then echo "  waiting for a quiet machine: load $(load1) (< $QUIET_LOAD wanted)" >&2; fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+}
+record() {  # name seconds command load: replace the step's row, keep the others, write them in STEPS order
   local rows row
   rows=$(grep '^| [a-z]' "$log" 2>/dev/null | grep -v '^| step |' | grep -v "^| $1 |" || true)
-  row="| $1 | \`$commit\` | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $machine | $2 | \`$3\` |"
+  row="| $1 | \`$commit\` | $(date -u +%Y-%m-%dT%H:%M:%SZ) | $machine, load $4 at start | $2 | \`$3\` |"
   rows=$(printf '%s\n%s\n' "$rows" "$row")
   {
     echo "# Reference results: how they were made"
@@ -110,12 +123,14 @@ for step in "${selected[@]}"; do
   i=$((i + 1))
   name=${step%%|*}
   cmd=${step#*|}
-  echo "[$i/${#selected[@]}] $name: $cmd" >&2
+  [ -r /proc/loadavg ] && wait_quiet
+  load=$(load1 2>/dev/null || echo unknown)
+  echo "[$i/${#selected[@]}] $name (load $load): $cmd" >&2
   start=$(date +%s)
   bash -c "$cmd"
   took=$(($(date +%s) - start))
   echo "[$i/${#selected[@]}] $name done in ${took}s (total $(($(date +%s) - total_start))s)" >&2
-  record "$name" "$took" "$cmd"
+  record "$name" "$took" "$cmd" "$load"
 done
 total=$(($(date +%s) - total_start))
 echo "all ${#selected[@]} steps done in $((total / 60)) min $((total % 60)) s; ledger in $log" >&2

@@ -3,6 +3,7 @@ of its steps, each command writing where its results are committed; unknown step
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -58,7 +59,7 @@ def test_the_ledger_keeps_each_steps_newest_run(tmp_path) -> None:
     run = subprocess.run(
         ["bash", "scripts/reproduce.sh", "heatmap-chat-layers", "layout"],
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHON": "true"},
+        env={"PATH": "/usr/bin:/bin", "PYTHON": "true", "QUIET_LOAD": "1000"},  # any load counts as quiet
         capture_output=True,
         text=True,
         timeout=60,
@@ -69,4 +70,32 @@ def test_the_ledger_keeps_each_steps_newest_run(tmp_path) -> None:
     steps = [r.split(" | ")[0][2:] for r in rows[1:]]
     assert steps == ["layout", "sink", "heatmap-chat-layers"]  # in the script's order
     assert rows[1].startswith(f"| layout | `{sha}` | ") and "engine.bench layout" in rows[1]
+    assert re.search(r", load [0-9.]+ at start \| ", rows[1])  # the load it started at
     assert rows[2] == old_sink
+
+
+def test_a_step_waits_for_a_quiet_machine(tmp_path) -> None:
+    """Timings are the results: no step starts while the 1-minute load is at or above QUIET_LOAD (0 here:
+    never quiet), and the script says what it waits for."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "reproduce.sh").write_text(SCRIPT.read_text())
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True)
+    try:
+        subprocess.run(
+            ["bash", "scripts/reproduce.sh", "sink"],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "PYTHON": "true", "QUIET_LOAD": "0"},
+            capture_output=True,
+            text=True,
+            timeout=3,
+        )
+        raise AssertionError("the step ran on a machine that was not quiet")
+    except subprocess.TimeoutExpired as waited:
+        err = (waited.stderr or b"").decode() if isinstance(waited.stderr, bytes) else waited.stderr or ""
+        assert "waiting for a quiet machine" in err and "[1/1] sink" not in err
+    assert not (tmp_path / "results" / "REPRODUCE.md").exists()

@@ -7,6 +7,7 @@ import argparse
 import csv
 import datetime as dt
 import json
+import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,20 @@ import torch
 from engine.runtime.engine import Engine
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout, for its commit only: results go to the cwd
+
+
+def load_averages() -> list[float] | None:
+    """The 1-, 5- and 15-minute load averages, or None where the platform has none."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):
+        return None
+
+
+# What else the machine was doing when this command started (every bench command imports this module at
+# start-up, before it loads a model): a timing run is a reference only on a quiet machine (1-minute load < 0.5)
+LOAD_AT_START = load_averages()
+QUIET_LOAD = 0.5  # 1-minute load average below which a machine counts as quiet
 
 
 def git_commit(repo: Path = REPO) -> str:
@@ -51,7 +66,8 @@ def run_environment(
     info: dict[str, Any], command: str, args: argparse.Namespace, partial: bool = False
 ) -> dict[str, Any]:
     """`info` (`engine.runtime.identity`: what a run without an engine knows of its model) with the command, options,
-    commit, threads, date and whether the run was interrupted."""
+    commit, threads, the load averages when the command started and when it wrote this, date and whether the run
+    was interrupted."""
     options = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "func"}
     return info | {
         "command": command,
@@ -59,6 +75,8 @@ def run_environment(
         "options": options,
         "commit": git_commit(),
         "threads": torch.get_num_threads(),
+        "load_average_at_start": LOAD_AT_START,
+        "load_average_at_end": load_averages(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
 
@@ -67,6 +85,12 @@ def provenance(env: dict[str, Any]) -> list[str]:
     """The lines that open every report: the commit it came from, and a loud warning when the tree had
     uncommitted changes (such a result is not reproducible from its commit)."""
     lines = [f"- commit `{env['commit']}`, {env['date']}"]
+    load = env.get("load_average_at_start")
+    if load is not None:
+        quiet = "quiet" if load[0] < QUIET_LOAD else "**busy: its timings are not a reference**"
+        lines.append(
+            f"- load average when it started {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min): {quiet}"
+        )
     if env["commit"].endswith("+dirty") or env["commit"] == "unknown":
         lines.insert(
             0, "> **NOT A REFERENCE RESULT: made from a tree with uncommitted changes (or outside git);**"

@@ -43,3 +43,19 @@ def test_an_install_inside_another_repository_records_no_commit(tmp_path) -> Non
     commit_all(project)
     assert git_commit(site) == "unknown"
     assert git_commit(tmp_path) == "unknown"  # no repository at all
+
+
+def test_every_result_records_the_load_and_its_report_says_whether_it_was_quiet() -> None:
+    """A timing is a reference only from a quiet machine: the environment keeps the load averages when the
+    command started and when it wrote, and the report's opening lines judge the start's 1-minute load."""
+    import argparse
+
+    from engine.bench.reporting.results import QUIET_LOAD, provenance, run_environment
+
+    env = run_environment({}, "test", argparse.Namespace(x=1))
+    for key in ("load_average_at_start", "load_average_at_end"):
+        assert len(env[key]) == 3 and all(x >= 0 for x in env[key])
+    quiet = provenance(env | {"load_average_at_start": [QUIET_LOAD / 2, 0.1, 0.1]})
+    busy = provenance(env | {"load_average_at_start": [QUIET_LOAD * 4, 1.0, 1.0]})
+    assert any("quiet" in line and "busy" not in line for line in quiet)
+    assert any("busy: its timings are not a reference" in line for line in busy)
