@@ -8,8 +8,8 @@
 # came from, and only a clean commit reproduces it. --allow-dirty runs anyway; the commit is then recorded
 # as <sha>+dirty in every result and each report opens with a warning. Keeps results/REPRODUCE.md: per
 # step, the commit, time, machine and load of its newest run. The timings are the results, so before each step
-# it waits until the machine is quiet (1-minute load average below $QUIET_LOAD, default 0.5; a step's own load
-# takes about 80 s to decay below it) and records the load it started at.
+# that reads a clock it waits until the machine is quiet (1-minute load average below $QUIET_LOAD, default
+# 0.5; a step's own load takes about 80 s to decay below it) and records the load it started at.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -123,7 +123,10 @@ for step in "${selected[@]}"; do
   i=$((i + 1))
   name=${step%%|*}
   cmd=${step#*|}
-  [ -r /proc/loadavg ] && wait_quiet
+  case "$name" in
+    cluster | sink | status-attention | heatmap-*) ;;  # no clock read: attention and a simulated cost model
+    *) if [ -r /proc/loadavg ]; then wait_quiet; fi ;;
+  esac
   load=$(load1 2>/dev/null || echo unknown)
   echo "[$i/${#selected[@]}] $name (load $load): $cmd" >&2
   start=$(date +%s)

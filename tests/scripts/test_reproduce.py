@@ -87,7 +87,7 @@ def test_a_step_waits_for_a_quiet_machine(tmp_path) -> None:
         subprocess.run(["git", *args], cwd=tmp_path, check=True)
     try:
         subprocess.run(
-            ["bash", "scripts/reproduce.sh", "sink"],
+            ["bash", "scripts/reproduce.sh", "layout"],
             cwd=tmp_path,
             env={"PATH": "/usr/bin:/bin", "PYTHON": "true", "QUIET_LOAD": "0"},
             capture_output=True,
@@ -97,5 +97,5 @@ def test_a_step_waits_for_a_quiet_machine(tmp_path) -> None:
         raise AssertionError("the step ran on a machine that was not quiet")
     except subprocess.TimeoutExpired as waited:
         err = (waited.stderr or b"").decode() if isinstance(waited.stderr, bytes) else waited.stderr or ""
-        assert "waiting for a quiet machine" in err and "[1/1] sink" not in err
+        assert "waiting for a quiet machine" in err and "[1/1] layout" not in err
     assert not (tmp_path / "results" / "REPRODUCE.md").exists()
