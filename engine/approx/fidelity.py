@@ -59,7 +59,8 @@ def compare(
 ) -> Fidelity:
     """Next-token logits `[vocab]`, greedy continuations and hidden states of both paths (the exact path's
     statistics standardize both); identical inputs give KL 0, full agreement, rank 0 and cosines of 1."""
-    e, a = exact_logits.double().flatten(), approx_logits.double().flatten()
+    # float64 on the host (MPS has no float64)
+    e, a = (x.to("cpu", torch.float64).flatten() for x in (exact_logits, approx_logits))
     log_p, log_q = torch.log_softmax(e, -1), torch.log_softmax(a, -1)
     kl = float((log_p.exp() * (log_p - log_q)).sum().clamp_min(0.0))
     top = int(e.argmax())

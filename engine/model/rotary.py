@@ -31,7 +31,7 @@ class Rotary:
         if magnitude != 1.0:
             cos, sin = cos * magnitude, sin * magnitude
         self.cos, self.sin = cos.to(device), sin.to(device)
-        self.inv_freq = inv_freq.to(device)
+        self.inv_freq = inv_freq  # on the host: `shift` takes its angles in float64, which MPS lacks
 
     def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin `[T, 1, head_dim / 2]` of these positions, in the model's dtype."""
@@ -52,9 +52,10 @@ class Rotary:
         """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
         composes, R(p + delta) = R(delta) R(p), under the scaled frequencies too. A pure rotation: the
         scaling's magnitude factor is already in x and is not applied again. x `[..., head_dim]`; cos and
-        sin of the angle are taken in float64, the rotation in float32, and the result rounded once to x's
-        dtype."""
+        sin of the angle are taken in float64 on the host (no float64 on the device: MPS has none), the
+        rotation in float32, and the result rounded once to x's dtype."""
         if delta == 0:
             return x
         angle = delta * self.inv_freq.double()
-        return Rotary.rotate(x.float(), angle.cos().float(), angle.sin().float()).to(x.dtype)
+        cos, sin = (f.float().to(x.device) for f in (angle.cos(), angle.sin()))
+        return Rotary.rotate(x.float(), cos, sin).to(x.dtype)

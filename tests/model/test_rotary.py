@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 import engine
 from engine.approx.snapshot import snapshot
@@ -57,3 +59,23 @@ def test_bfloat16_shift_rounds_once() -> None:
     assert (got == exact.bfloat16()).float().mean() > 0.999
     in_bf16 = Rotary.rotate(x, angle.cos().bfloat16(), angle.sin().bfloat16())
     assert (in_bf16 == exact.bfloat16()).float().mean() < 0.9
+
+
+def test_shift_keeps_float64_off_the_device() -> None:
+    """MPS has no float64: the angles are taken on the host. Keys on the meta device (no data; every op's
+    dtype and device still checked): no float64 tensor appears there, and the keys stay there."""
+    seen: list[tuple[torch.dtype, str]] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            out = func(*args, **(kwargs or {}))
+            tensors = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            seen.extend((t.dtype, t.device.type) for t in tensors)
+            return out
+
+    rope = Rotary(16, 10000.0, 8, torch.device("meta"))
+    x = torch.empty(5, 2, 16, dtype=torch.bfloat16, device="meta")
+    with Record():
+        moved = rope.shift(x, 1000)
+    assert (moved.device.type, moved.dtype) == ("meta", torch.bfloat16)
+    assert (torch.float64, "cpu") in seen and (torch.float64, "meta") not in seen

@@ -40,10 +40,13 @@ _flash_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # retur
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, arrangement: str | None = None) -> None:
+        """`arrangement`: the device type whose kernels the calls are arranged for (default: `device`'s own;
+        the tests run CUDA's on a CPU, tests/cuda_layout.py)."""
         self.device = device
-        self.split = device.type == "cpu"  # a fused kernel returning log-sum-exps under a mask: CPU flash
-        self.native_gqa = device.type == "cpu"  # CPU flash broadcasts KV heads; elsewhere query heads fold
+        cpu = (arrangement or device.type) == "cpu"
+        self.split = cpu  # a fused kernel returning log-sum-exps under a mask: CPU flash
+        self.native_gqa = cpu  # CPU flash broadcasts KV heads; elsewhere query heads fold
         self.description = (
             "torch SDPA: one call per layer for the batch over K/V gathered through the block "
             + (
@@ -156,7 +159,7 @@ def _attend(
     if mask is not None:
         mask = mask.expand(b, 1, t, -1)[:, :, None].expand(b, 1, group, t, -1).reshape(b, 1, group * t, -1)
     out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], group * t, d), k, v, attn_mask=mask)
-    return out.view(b, h, t, d), None
+    return out.reshape(b, h, t, d), None  # CUDA's fused kernels return a transposed [B, T, H, D] buffer
 
 
 def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
