@@ -68,6 +68,7 @@ class AnalyzedRequest:
     cache_retention: str | None = None
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # for each session's last request
     token_change: TokenChange | None = None  # the change as the rendered tokens show it (None: no content)
+    unanswered: tuple[str, ...] = ()  # tool calls its history holds without their results
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV and tables: recorded usage, one cached/share/written/cost/why column group per
@@ -75,6 +76,7 @@ class AnalyzedRequest:
         skip = ("served", "regions", "misses", "recorded", "missing", "token_change")
         base = {k: v for k, v in vars(self).items() if k not in skip}
         base["missing"] = ",".join(self.missing)
+        base["unanswered"] = ",".join(self.unanswered)
         for name in USAGE_FIELDS:
             base[f"recorded_{name}"] = getattr(self.recorded, name) if self.recorded else None
         base["recorded_share"] = self.recorded.cached_share if self.recorded else None
@@ -234,6 +236,7 @@ class Analyzer:
             cache_key=req.cache_key,
             cache_retention=req.cache_retention,
             token_change=tokens,
+            unanswered=req.unanswered,
         )
         return record, _Kept(ids + reply_ids[:-1], rp, served), (prompt, ends)
 

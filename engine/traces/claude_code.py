@@ -12,7 +12,12 @@ no messages. A `compact_boundary` record ends the history there (the compacted c
 while the request still continues the last one before it (`logicalParentUuid`). `<synthetic>` responses
 (written by Claude Code, not the API) are neither requests nor history. Sidechains (subagents) are sessions
 of their own. Files are read together: a resumed session copies history into its new file, and a response
-seen once (`message.id` + `requestId`) is one request. A chain that loops is refused; a response whose chain
+seen once (`message.id` + `requestId`) is one request. Parallel tool calls: Claude Code writes each result as
+a user record of its own, hanging off the response that made the calls, and the chain goes on through one of
+them; it sends them all as one user turn. So a request's history holds, after each response, every result
+record that answers one of its `tool_use` blocks (the chain's own and its siblings), merged into one user
+message in the order they were written, and the response itself whole (every line of it, also those the
+chain does not pass). A chain that loops is refused; a response whose chain
 holds no message (its history is in no file given) is skipped and counted, and so are the records that are
 no messages (attachments, summaries, file-history snapshots, queue operations, system records).
 
@@ -26,6 +31,7 @@ the response wrote 1-hour entries, else 5 minutes).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -57,6 +63,21 @@ class _Record:
     session: str
     logical_parent: str | None = None
     request_id: str | None = None  # the API's requestId, on assistant records
+    seq: int = 0  # its place among the records kept (the order they were written)
+
+    @property
+    def calls(self) -> list[str]:
+        """The ids of the `tool_use` blocks of an assistant record."""
+        return [
+            b["id"] for b in _blocks(self) if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
+        ]
+
+    @property
+    def answers(self) -> list[str]:
+        """The `tool_use_id`s of the `tool_result` blocks of a user record."""
+        if self.kind != "user":
+            return []
+        return [b.get("tool_use_id") for b in _blocks(self) if b.get("type") == "tool_result"]
 
     @property
     def response(self) -> str | None:
@@ -67,6 +88,11 @@ class _Record:
 
     def where(self, field_path: str) -> str:
         return f"{self.path}: line {self.line}: {field_path}"
+
+
+def _blocks(rec: _Record) -> list[dict[str, Any]]:
+    content = rec.message.get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None:
@@ -121,6 +147,8 @@ class _Transcripts:
     def __init__(self, paths: list[Path]) -> None:
         self.records: dict[str, _Record] = {}
         self.order: list[_Record] = []
+        self.children: dict[str, list[_Record]] = {}  # parent uuid -> its records, in order
+        self.lines: dict[tuple[str, str], list[_Record]] = {}  # (session, response) -> its lines, in order
         self.skipped: Counter[str] = Counter()
         files = [
             [r for line, raw in json_lines(p) if (r := _record(p, line, raw, self.skipped))] for p in paths
@@ -131,8 +159,12 @@ class _Transcripts:
         ):
             for rec in recs:
                 if rec.uuid not in self.records:
+                    rec.seq = len(self.order)
                     self.records[rec.uuid] = rec
                     self.order.append(rec)
+                    self.children.setdefault(rec.parent or "", []).append(rec)
+                    if rec.response is not None:
+                        self.lines.setdefault((rec.session, rec.response), []).append(rec)
 
     def _parent(self, rec: _Record, link: str | None, seen: set[str]) -> _Record | None:
         """The record `link` names (None where the files do not hold it); a chain that comes back to a
@@ -160,6 +192,18 @@ class _Transcripts:
             at = prev
         return _Chain(out[::-1], broken, attachments, time)
 
+    def results(self, calls: list[_Record]) -> list[_Record]:
+        """Every user record answering a `tool_use` of the assistant records `calls` (one response's, on a
+        chain), among their descendants through records that are no messages, in the order written."""
+        ids, found, todo = {i for r in calls for i in r.calls}, [], list(calls)
+        while todo:
+            for child in self.children.get(todo.pop().uuid, []):
+                if child.kind == "user" and ids.intersection(child.answers):
+                    found.append(child)
+                elif child.kind in ("link", "attachment"):
+                    todo.append(child)
+        return sorted({r.uuid: r for r in found}.values(), key=lambda r: r.seq)
+
     def parent_response(self, rec: _Record) -> tuple[str | None, bool]:
         """The response this one's chain continues (across compact boundaries), and whether the chain
         breaks off at a record the files do not hold before reaching one."""
@@ -174,25 +218,53 @@ class _Transcripts:
         return None, False
 
 
-def _messages(history: list[_Record]) -> tuple[list[dict[str, Any]], list[list[tuple[_Record, int]]]]:
-    """Anthropic messages of a chain: the blocks of one response merged, synthetic responses left out;
-    and for each block of each message, the record and the index in it it came from (for errors)."""
+def _messages(
+    book: _Transcripts, history: list[_Record]
+) -> tuple[list[dict[str, Any]], list[list[tuple[_Record, int]]]]:
+    """Anthropic messages of a chain: the blocks of one response merged, the results of its tool calls
+    (the chain's records and their siblings) merged into one user turn, a result given twice kept once,
+    synthetic responses left out; and for each block of each message, the record and the index in it it
+    came from (for errors)."""
     messages: list[dict[str, Any]] = []
     owners: list[list[tuple[_Record, int]]] = []
-    last_response = None
+    calls: list[_Record] = []  # the assistant records of the last response
+    answered: set[str] | None = None  # the results the last message holds, when it is their merged turn
     for rec in history:
-        content = rec.message.get("content")
-        blocks = [(rec, j) for j in range(len(content))] if isinstance(content, list) else [(rec, 0)]
         if rec.kind == "assistant" and rec.response is None:
             continue
-        if rec.kind == "assistant" and rec.response == last_response:
-            messages[-1]["content"] += content
-            owners[-1] += blocks
+        if rec.kind == "assistant" and calls and rec.response == calls[-1].response:
+            continue  # its blocks are in the message already
+        if rec.kind == "assistant":  # every line of the response, wherever the chain branched off them
+            calls, answered, blocks = book.lines[rec.session, rec.response], None, {}
+            for line in calls:
+                for j, block in enumerate(_blocks(line)):
+                    blocks.setdefault(json.dumps(block, sort_keys=True), (line, j, block))
+            messages.append({"role": "assistant", "content": [b for _, _, b in blocks.values()]})
+            owners.append([(line, j) for line, j, _ in blocks.values()])
             continue
+        if rec.kind == "user" and set(rec.answers) & {i for c in calls for i in c.calls}:
+            if answered is None:
+                parts = sorted({r.uuid: r for r in [*book.results(calls), rec]}.values(), key=lambda r: r.seq)
+                messages.append({"role": "user", "content": []})
+                owners.append([])
+                answered = set()
+            else:  # the chain goes on through another result record of the same calls
+                parts = [rec]
+            for part in parts:
+                for j, block in enumerate(_blocks(part)):
+                    if block.get("type") == "tool_result":
+                        if block.get("tool_use_id") in answered:
+                            continue
+                        answered.add(block.get("tool_use_id"))
+                    messages[-1]["content"].append(block)
+                    owners[-1].append((part, j))
+            continue
+        content = rec.message.get("content")
+        blocks = [(rec, j) for j in range(len(content))] if isinstance(content, list) else [(rec, 0)]
         role = rec.message.get("role", rec.kind)
         messages.append({"role": role, "content": list(content) if isinstance(content, list) else content})
         owners.append(blocks)
-        last_response = rec.response
+        calls, answered = [], None
     return messages, owners
 
 
@@ -239,7 +311,7 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
 def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Supplied) -> TraceRequest | None:
     """The request a response answered; None when its chain holds no message to send (counted)."""
     chain = book.history(first)
-    messages, owners = _messages(chain.messages)
+    messages, owners = _messages(book, chain.messages)
     if not messages:
         return None
     raw_usage = best.message.get("usage") or {}

@@ -3,7 +3,8 @@
 given twice (by any path, or inside a folder also given) refused, since its requests would count twice, as
 one longer session; each file's format detected (or forced), Claude Code transcripts read together (a
 resumed session's copied history is one request, not two), hash-id traces kept apart (they hold no text),
-and what each reader skipped kept as notes."""
+and what each reader skipped kept as notes, with every request that sends tool calls without their
+results (`engine.traces.tool_calls`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from engine.traces.records import Read, read_text
 from engine.traces.request import TraceRequest
 from engine.traces.shipped import trace_path
 from engine.traces.supplied import Supplied
+from engine.traces.tool_calls import unanswered_calls, unanswered_notes
 
 SUFFIXES = (".jsonl", ".json", ".har")
 NEEDS_SUPPLIED = ("claude-code", "codex")  # the formats that lack the system prompt or the tools
@@ -115,9 +117,14 @@ def load_inputs(
         elif kind == "body":
             out.requests += load_trace(path, fmt, name)
     out.requests = [
-        r if len(r.session) <= MAX_SESSION_CHARS else replace(r, session=short_session(r.session))
+        replace(
+            r,
+            session=r.session if len(r.session) <= MAX_SESSION_CHARS else short_session(r.session),
+            unanswered=unanswered_calls(r.messages),
+        )
         for r in out.requests
     ]
+    out.notes += unanswered_notes(out.requests)
     return out
 
 

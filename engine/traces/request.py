@@ -60,6 +60,7 @@ class TraceRequest:
     continue_final: bool = False  # the last message is assistant text the reply continues (a prefill)
     reply_cut: bool = False  # its reply was cut at the token limit (recorded): no end-of-turn token generated
     cache_salt: str = ""  # the cache namespace a server kept it in (engine.serve: the served model name)
+    unanswered: tuple[str, ...] = ()  # ids of tool calls its history holds without their results
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

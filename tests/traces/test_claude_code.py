@@ -15,7 +15,11 @@ from engine.traces.inputs import load_inputs
 from engine.traces.records import seconds
 from engine.traces.supplied import Supplied
 from tests.traces.agent_common import at
-from tests.traces.write_claude_code import claude_code_21_project, claude_code_project
+from tests.traces.write_claude_code import (
+    claude_code_21_project,
+    claude_code_parallel_calls,
+    claude_code_project,
+)
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +148,14 @@ def test_a_response_whose_history_is_in_no_file_given_is_skipped_and_counted(tmp
     assert [r.request_id for r in got.requests] == ["msg_c2", "msg_c3", "msg_c4"]
     assert "skipped 1 responses whose chain holds no message" in "\n".join(got.notes)
     assert got.requests[0].parent_id == "msg_c1" and got.requests[0].messages[0]["role"] == "assistant"
+
+
+def test_parallel_tool_results_are_one_user_turn_in_the_order_written(tmp_path: Path) -> None:
+    inputs = load_inputs([claude_code_parallel_calls(tmp_path / "project")])
+    p2, p3 = inputs.requests[1:]
+    assert [m["role"] for m in p2.messages] == ["user", "assistant", "tool", "tool", "tool"]
+    assert [m["tool_call_id"] for m in p2.messages[2:]] == ["t3", "t2", "t1"]
+    assert [c["id"] for c in p2.messages[1]["tool_calls"]] == ["t1", "t2", "t3"]
+    assert p2.unanswered == () and p3.messages[-1]["tool_call_id"] == "t5"
+    assert p3.unanswered == ("t4",)  # its result was never written: reported, by id
+    assert "request 3 (session-p) sends tool calls without their results: t4" in inputs.notes

@@ -224,3 +224,22 @@ def claude_code_21_project(folder: Path) -> Path:
     meta = {"agentType": "Explore", "description": "search", "toolUseId": "t8", "spawnDepth": 1}
     (folder / "session-c" / "subagents" / "agent-a1f.meta.json").write_text(json.dumps(meta))
     return folder
+
+
+def claude_code_parallel_calls(folder: Path) -> Path:
+    """A Claude Code 2.1 session with parallel tool calls: one response calls three tools (a line per
+    block), each result a user record of its own hanging off the line of its call (the second through a
+    hook's progress record), written out of call order; the chain goes on through the last one written.
+    A second response calls two tools and only one result was written."""
+    s = ClaudeCode21("session-p")
+    s.user(1, "Read the three parser files.")
+    s.response(2, "msg_p1", [tool_use("t1", "a.py"), tool_use("t2", "b.py"), tool_use("t3", "c.py")], {})
+    lines = [r["uuid"] for r in s.rows if r["type"] == "assistant"]
+    s.user(3, tool_result("t3", "C"), parent=lines[2], sourceToolAssistantUUID=lines[2])
+    s._add("progress", 3.1, parent=lines[1], data={"type": "hook_progress"}, toolUseID="t2")
+    s.user(3.2, tool_result("t2", "B"), sourceToolAssistantUUID=lines[1])
+    s.user(3.3, tool_result("t1", "A"), parent=lines[0], sourceToolAssistantUUID=lines[0])
+    s.response(4, "msg_p2", [tool_use("t4", "d.py"), tool_use("t5", "e.py")], anthropic_usage(0, 900))
+    s.user(5, tool_result("t5", "E"))
+    s.response(6, "msg_p3", [{"type": "text", "text": "Done."}], anthropic_usage(900, 100))
+    return write_jsonl(folder / "session-p.jsonl", s.rows)

@@ -20,6 +20,7 @@ against one local cache: hit rate against capacity, LRU against fewest-reuses ev
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from engine.arguments import float_flag, int_flag
@@ -38,6 +39,7 @@ from engine.errors import TraceError
 from engine.traces.analysis import replies
 from engine.traces.providers.registry import ALL, rule_names
 from engine.traces.request import TraceRequest
+from engine.traces.tool_calls import unanswered_notes
 
 TURN_COLUMNS = [
     "turn",
@@ -110,6 +112,9 @@ def main(args: argparse.Namespace) -> int:
         raise TraceError(
             "these traces hold no requests: " + ("; ".join(inputs.notes) or "nothing to analyze")
         )
+    if not args.analyze:  # sent as rebuilt: say which requests a provider would refuse
+        for note in unanswered_notes(requests):
+            print(f"[{note}]", file=sys.stderr)
     if args.endpoint is not None:
         if not all(r.messages for r in requests):
             raise TraceError(
