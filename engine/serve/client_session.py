@@ -45,8 +45,23 @@ class ClientSession:
 
 
 def presented_key(headers: Mapping[str, str]) -> str:
-    """The API key a request presents ("" when none): `x-api-key`, else `Authorization: Bearer KEY`."""
-    return headers.get("x-api-key") or headers.get("authorization", "").removeprefix("Bearer ")
+    """The API key a request presents ("" when none): `x-api-key`, else `Authorization: Bearer KEY` (the
+    scheme in any case, as HTTP's schemes are; another scheme, or `Bearer` with nothing after it, is none)."""
+    if headers.get("x-api-key"):
+        return headers["x-api-key"]
+    scheme, _, key = headers.get("authorization", "").strip().partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else ""
+
+
+def header_text(value: str | None) -> str | None:
+    """A header's value as the client wrote it: HTTP carries bytes, which the server reads as Latin-1; a
+    client that sent UTF-8 (`sesión-☃`) gets its text back. None when absent or empty."""
+    if not value:
+        return None
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not UTF-8 (or not bytes at all): the Latin-1 reading stands
+        return value
 
 
 def _json_session(value: Any) -> str | None:
@@ -58,12 +73,19 @@ def _json_session(value: Any) -> str | None:
         data = json.loads(value)
     except (ValueError, RecursionError):
         return None
-    session = data.get("session_id") if isinstance(data, dict) else None
-    return session if isinstance(session, str) and session else None
+    return _text(data.get("session_id") if isinstance(data, dict) else None)
 
 
 def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """A non-empty string of Unicode text (a JSON `\\ud800` escape gives a lone surrogate, which no
+    report or record can hold: not a session name), else None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
 
 
 def client_session(
@@ -75,9 +97,9 @@ def client_session(
 ) -> ClientSession:
     """The request's identity and named session, from its headers and body fields: `prompt_cache_key`
     (OpenAI Chat and Responses), `user_id` (Anthropic's `metadata.user_id`), `user` (OpenAI's)."""
-    named: list[tuple[str | None, str]] = [(_text(headers.get(h)), source) for h, source in HEADERS]
+    named: list[tuple[str | None, str]] = [(header_text(headers.get(h)), source) for h, source in HEADERS]
     named += [
-        (_json_session(headers.get("x-codex-turn-metadata")), "x-codex-turn-metadata"),
+        (_json_session(header_text(headers.get("x-codex-turn-metadata"))), "x-codex-turn-metadata"),
         (_text(prompt_cache_key), "prompt_cache_key"),
         (_json_session(user_id), "metadata.user_id.session_id"),
         (_text(user), "user"),

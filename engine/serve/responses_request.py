@@ -7,7 +7,8 @@ body replays to the same tokens. Tools a provider runs or groups itself (`web_se
 `file_search`, ...) are accepted and not offered to the model: the `kvtestbed` object lists them
 (`tools_not_offered`). `previous_response_id` continues a response this server keeps
 (engine/serve/response_store.py): its conversation comes first, and the recorded body holds the whole
-`input`. What asks a hosted model for something a local one does not do (`reasoning`, `include`,
+`input`; it is only found by the client identity that made it (a 404 for anyone else, as for an unknown
+id). What asks a hosted model for something a local one does not do (`reasoning`, `include`,
 `text.verbosity`) is accepted and noted in `not_applied`; fields that change nothing here are accepted;
 what would change the answer in a way this engine does not implement is refused by name, and so are
 unknown fields, as OpenAI refuses them.
@@ -75,14 +76,23 @@ def parse_responses_request(
         fields.only(body, name, allowed, why)
     fields.required(body, "input")
     notes: dict[str, Any] = {}
+    client = client_session(
+        headers, prompt_cache_key=fields.text(body, "prompt_cache_key"), user=fields.text(body, "user")
+    )
     previous = fields.text(body, "previous_response_id")
-    if previous:
-        history = kept.get(previous)
+    if previous == "":
+        raise APIError(
+            400,
+            "previous_response_id is empty: give a response's id, or leave it out",
+            "previous_response_id",
+        )
+    if previous is not None:
+        history = kept.get(previous, client.identity)
         if history is None:
             raise APIError(
-                400,
-                f"Previous response with id '{previous:.80}' not found: this server keeps the "
-                f"{kept.capacity} latest responses in memory, and none made with store: false",
+                404,
+                f"Previous response with id '{previous:.80}' not found: this server keeps its latest "
+                "responses in memory for the client that made them, none made with store: false",
                 "previous_response_id",
                 "previous_response_not_found",
             )
@@ -101,9 +111,6 @@ def parse_responses_request(
     if not_applied:
         notes["not_applied"] = not_applied
     fields.boolean(body, "store", True)
-    client = client_session(
-        headers, prompt_cache_key=fields.text(body, "prompt_cache_key"), user=fields.text(body, "user")
-    )
     return ChatRequest(
         api=RESPONSES,
         model=model,
@@ -126,9 +133,13 @@ def parse_responses_request(
 
 
 def input_items(body: dict[str, Any]) -> list[Any]:
-    """`input` as a list of items (a string is one user message)."""
+    """`input` as a list of items (a string is one user message); anything else is refused."""
     raw = body.get("input")
-    return [{"type": "message", "role": "user", "content": raw}] if isinstance(raw, str) else list(raw or [])
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    if not isinstance(raw, list):
+        raise APIError(400, f"input must be a string or a list of items, got {type(raw).__name__}", "input")
+    return list(raw)
 
 
 def _not_applied(body: dict[str, Any]) -> dict[str, str]:

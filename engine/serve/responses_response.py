@@ -171,7 +171,7 @@ def _finished(
     else:
         final["completed_at"] = int(time.time())
     if req.body.get("store", True) is not False:
-        kept.keep(req.request_id, input_items(req.body) + out.items)
+        kept.keep(req.request_id, req.client.identity, input_items(req.body) + out.items)
     return response_object(req, "incomplete" if cut else "completed", out.items, **final)
 
 

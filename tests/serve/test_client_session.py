@@ -49,12 +49,17 @@ def test_sdk_clients_are_one_identity_per_key_and_name_no_session() -> None:
         "langchain-anthropic-request.json",
     ):
         headers, _ = captured(name)
-        got = client_session(headers)
+        assert headers["authorization"] == "<redacted>"  # no scheme, so no key: the capture's was a bearer
+        assert client_session(headers).identity == "anonymous"
+        got = client_session(headers | {"authorization": "Bearer sk-captured"})
         assert got.session is None and got.identity.startswith("key:")
     bearer = client_session({"authorization": "Bearer k1"}).identity
     assert (
         bearer == client_session({"x-api-key": "k1"}).identity != client_session({"x-api-key": "k2"}).identity
     )
+    assert client_session({"authorization": "bearer  k1 "}).identity == bearer  # the scheme in any case
+    for no_key in ("Bearer ", "Bearer", "Basic k1", "k1"):
+        assert client_session({"authorization": no_key}).identity == "anonymous"
 
 
 def test_order_and_identity_without_a_key() -> None:

@@ -56,7 +56,7 @@ def test_a_stream_and_previous_response_id(smollm2_server: Server) -> None:
     assert report["previous_response_id"] == {"id": first.id, "items": 1 + len(first.output)}
     assert follow.previous_response_id == first.id
     assert follow.usage.input_tokens_details.cached_tokens > 0  # the first prompt (+ reply) is its prefix
-    with pytest.raises(openai.BadRequestError) as e:
+    with pytest.raises(openai.NotFoundError) as e:
         client.responses.create(model=MODEL, input="x", previous_response_id="resp_unknown")
     assert e.value.body["param"] == "previous_response_id"
 

@@ -57,7 +57,7 @@ def test_agents_sdk_default_model_request_is_read() -> None:
 def test_previous_response_id_continues_a_kept_response() -> None:
     kept = ResponseStore(capacity=2)
     first = [{"role": "user", "content": "hi"}, {"type": "message", "role": "assistant", "content": "hello"}]
-    kept.keep("resp_1", first)
+    kept.keep("resp_1", "anonymous", first)
     req = parse({"model": "m", "input": "again", "previous_response_id": "resp_1"}, kept)
     assert [(m["role"], m["content"]) for m in req.messages] == [
         ("user", "hi"),
@@ -66,8 +66,8 @@ def test_previous_response_id_continues_a_kept_response() -> None:
     ]
     assert "previous_response_id" not in req.body and len(req.body["input"]) == 3  # recorded whole
     assert req.notes["previous_response_id"] == {"id": "resp_1", "items": 2}
-    kept.keep("resp_2", [])
-    kept.keep("resp_3", [])  # over capacity: resp_1 is forgotten
+    kept.keep("resp_2", "anonymous", [])
+    kept.keep("resp_3", "anonymous", [])  # over capacity: resp_1 is forgotten
     with pytest.raises(APIError) as e:
         parse({"model": "m", "input": "x", "previous_response_id": "resp_1"}, kept)
     assert e.value.param == "previous_response_id" and e.value.code == "previous_response_not_found"

@@ -36,7 +36,7 @@ def test_a_tool_call_response() -> None:
     assert json.loads(call.arguments) == {"city": "Paris"}
     assert body.usage.input_tokens == 40 and body.usage.input_tokens_details.cached_tokens == 16
     assert body.model_extra["kvtestbed"]["cached_tokens"] == 16
-    conversation = kept.get("id-1")  # what previous_response_id continues: the input, then the output
+    conversation = kept.get("id-1", "anonymous")  # what previous_response_id continues: input, output
     assert conversation[0]["content"] == "hi" and [i["type"] for i in conversation[1:]] == [
         "message",
         "function_call",
@@ -52,7 +52,7 @@ def test_a_cut_reply_is_incomplete_and_store_false_is_not_kept() -> None:
     )
     assert body.status == "incomplete" and body.incomplete_details.reason == "max_output_tokens"
     assert body.output[0].status == "incomplete" and body.output[0].content[0].text == "The answer"
-    assert kept.get("id-1") is None
+    assert kept.get("id-1", "anonymous") is None
 
 
 def test_a_stream_in_the_documented_order_accumulates_to_the_same_response() -> None:
@@ -91,7 +91,9 @@ def test_a_stream_in_the_documented_order_accumulates_to_the_same_response() -> 
     assert streamed.output[0].content[0].text == "Checking." and streamed.output[1].name == "get_weather"
     assert final["usage"]["input_tokens_details"]["cached_tokens"] == 16 and final["kvtestbed"]
     assert RECORDED[-1][1]["input_tokens"] == 40
-    whole = responses_response.response(request(stream=False), fin, kept)
+    whole_req = request(stream=False)
+    whole_req.body = req.body
+    whole = responses_response.response(whole_req, fin, kept)
     shape = [(i["type"], i.get("name"), i.get("arguments")) for i in whole["output"]]
     assert [(i["type"], i.get("name"), i.get("arguments")) for i in final["output"]] == shape
 
