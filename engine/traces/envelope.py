@@ -7,7 +7,10 @@ envelope may say besides:
 - `format`: the trace format of its body (`openai-chat`, `openai-responses`, `anthropic`), which then needs no
   detecting: a file may mix APIs, each body read by its own parser (a value that names no format is
   ignored, and the body detected);
-- `usage`: the usage the response reported, in its API's form (the request's recorded usage);
+- `usage`: the usage the response reported, in its API's form (the request's recorded usage), and
+  `provider`: who reported it (`openai`, `anthropic`, `deepseek`, `gcp.gemini`), whose rule it is compared
+  with; where the envelope names none it is inferred (`engine.traces.usage.provider_of`: DeepSeek's own
+  fields or a `deepseek` model, Anthropic's cache fields or API, else OpenAI);
 - `kvtestbed`: the report of the engine.serve that answered (its own `--record` writes it): the usage is
   then that server's (provider `kvtestbed`, compared with the local rule), with the prompt tokens it wrote
   to its cache (`cache_written_tokens`) as the writes on either API, whether the reply was cut at its token
@@ -21,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.traces.fields import expect, token_count
+from engine.traces.fields import FieldError, expect, token_count
 from engine.traces.records import seconds
-from engine.traces.usage import RecordedUsage, anthropic_usage, openai_usage
+from engine.traces.usage import PROVIDERS, RecordedUsage, anthropic_usage, openai_usage, provider_of
 
 TIME_KEYS = ("timestamp", "ts", "time", "created_at")
 SESSION_KEYS = ("session_id", "session")
@@ -39,6 +42,7 @@ class Envelope:
     format: str | None = None  # the body's format, where the envelope names one
     usage: Any = None  # the response's usage object, where the envelope holds it
     server: dict[str, Any] | None = None  # engine.serve's report on the request
+    provider: str | None = None  # who reported the usage, where the envelope names it
 
 
 def _timestamp(value: Any) -> float | None:
@@ -59,7 +63,10 @@ def unwrap(entry: Any) -> Envelope:
         return Envelope(body, when, session)
     fmt = entry.get("format") if entry.get("format") in BODY_FORMATS else None
     server = expect(entry[SERVER], dict, SERVER) if entry.get(SERVER) is not None else None
-    return Envelope(body, when, session, fmt, entry.get("usage"), server)
+    provider = entry.get("provider")
+    if provider is not None and provider not in PROVIDERS:
+        raise FieldError("provider", f"expected one of {', '.join(PROVIDERS)}, got {provider!r:.40}")
+    return Envelope(body, when, session, fmt, entry.get("usage"), server, provider)
 
 
 def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedUsage | None:
@@ -67,8 +74,10 @@ def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedU
     if envelope.usage is None:
         return None
     server = envelope.server
-    provider = SERVER if server is not None else "anthropic" if fmt == "anthropic" else "openai"
-    if fmt == "anthropic":
+    provider = SERVER if server is not None else envelope.provider or provider_of(envelope.usage, model, fmt)
+    if fmt == "anthropic" or (
+        isinstance(envelope.usage, dict) and "cache_read_input_tokens" in envelope.usage
+    ):
         usage = replace(anthropic_usage(envelope.usage, model), provider=provider)
     else:
         usage = openai_usage(envelope.usage, model, provider=provider)

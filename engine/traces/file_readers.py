@@ -12,8 +12,11 @@ from engine.traces.otel import read_otel
 from engine.traces.proxy_capture import read_claude_trace, read_har
 from engine.traces.records import Read
 from engine.traces.supplied import Supplied
+from engine.traces.trajectories import read_mini_swe_agent, read_swe_agent
 
-REQUEST_FILES = ("claude-code", "codex", "claude-trace", "har", "otel")
+TRAJECTORIES = {"mini-swe-agent": read_mini_swe_agent, "swe-agent": read_swe_agent}
+
+REQUEST_FILES = ("claude-code", "codex", "claude-trace", "har", "otel", "mini-swe-agent", "swe-agent")
 
 
 def read_file(path: Path, kind: str, supplied: Supplied | None = None) -> Read:
@@ -21,4 +24,6 @@ def read_file(path: Path, kind: str, supplied: Supplied | None = None) -> Read:
         return read_claude_code([path], supplied)
     if kind == "codex":
         return read_codex(path, supplied)
+    if kind in TRAJECTORIES:
+        return TRAJECTORIES[kind](path, supplied)
     return {"claude-trace": read_claude_trace, "har": read_har, "otel": read_otel}[kind](path)

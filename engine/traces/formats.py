@@ -1,6 +1,7 @@
 """Which format a trace is in. Whole files written by agent harnesses, proxies and tracers are told apart
 by their first record (`detect_file`): Claude Code transcripts, Codex rollouts, claude-trace logs, HAR
-files, OpenTelemetry (OTLP JSON) exports and hash-id (Mooncake) traces. Otherwise each entry is a request
+files, OpenTelemetry (OTLP JSON) exports, hash-id (Mooncake) traces and the trajectories of mini-swe-agent
+(`trajectory_format`) and SWE-agent (`trajectory` steps with a `query`). Otherwise each entry is a request
 body in OpenAI Chat Completions, OpenAI Responses or Anthropic Messages form (`detect`).
 
 Bodies are told apart by what only one of them has: Responses bodies have `input`/`instructions`; Anthropic bodies a
@@ -27,7 +28,16 @@ PARSERS: dict[str, Callable[[Any], TraceRequest]] = {
     "anthropic": parse_anthropic,
 }
 ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
-FILE_FORMATS = ("claude-code", "codex", "claude-trace", "har", "otel", "mooncake")
+FILE_FORMATS = (
+    "claude-code",
+    "codex",
+    "claude-trace",
+    "har",
+    "otel",
+    "mooncake",
+    "mini-swe-agent",
+    "swe-agent",
+)
 FORMATS = (*PARSERS, *FILE_FORMATS)
 CODEX_TYPES = {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 CLAUDE_CODE_TYPES = {"summary", "file-history-snapshot", "queue-operation"}
@@ -69,6 +79,11 @@ def detect(body: Any) -> str | None:
 
 
 def _record_format(first: dict[str, Any]) -> str | None:
+    if str(first.get("trajectory_format", "")).startswith("mini-swe-agent"):
+        return "mini-swe-agent"
+    steps = first.get("trajectory")
+    if isinstance(steps, list) and any(isinstance(s, dict) and "query" in s for s in steps[:1]):
+        return "swe-agent"
     if "resourceSpans" in first:
         return "otel"
     if "hash_ids" in first or (isinstance(first.get("requests"), list) and "block_size" in first):

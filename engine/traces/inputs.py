@@ -9,9 +9,10 @@ results (`engine.traces.tool_calls`)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from engine.errors import TraceError
 from engine.traces.claude_code import read_claude_code
@@ -25,8 +26,9 @@ from engine.traces.shipped import trace_path
 from engine.traces.supplied import Supplied
 from engine.traces.tool_calls import unanswered_calls, unanswered_notes
 
-SUFFIXES = (".jsonl", ".json", ".har")
-NEEDS_SUPPLIED = ("claude-code", "codex")  # the formats that lack the system prompt or the tools
+T = TypeVar("T")
+SUFFIXES = (".jsonl", ".json", ".har", ".traj")
+NEEDS_SUPPLIED = ("claude-code", "codex", "mini-swe-agent", "swe-agent")  # formats without the tools
 MAX_SESSION_CHARS = 256  # a longer session name is shortened (`short_session`): it labels tables and plots
 
 
@@ -93,29 +95,47 @@ def load_inputs(
     hash_block: int | None = None,
 ) -> Inputs:
     """Every trace of `names` (files, folders, `example:<format>`); a request body without a session id is
-    in the session of its file's name as given."""
+    in the session of its file's name as given. A file found in a folder that cannot be read is skipped
+    with a note naming it and why (a file named itself is refused)."""
     supplied = supplied or Supplied()
     metadata: list[Path] = []
-    files = [(p, name, _kind(p, fmt)) for p, name in expand(names, metadata)]
+    given = {str(n) for n in names}
+    out = Inputs()
+    files = []
+    for p, name in expand(names, metadata):
+        kind = _skipping(out, p, name not in given, _kind, p, fmt)
+        if kind is not None:
+            files.append((p, name, kind))
     kinds = list(dict.fromkeys(k for _, _, k in files))
     if (supplied.system is not None or supplied.tools is not None) and not set(kinds) & set(NEEDS_SUPPLIED):
         raise TraceError(
-            "--system-file and --tools-file supply what Claude Code transcripts and Codex rollouts lack; "
-            "these traces carry their own"
+            "--system-file and --tools-file supply what Claude Code transcripts, Codex rollouts and agents' "
+            "trajectories lack; these traces carry their own"
         )
-    out = Inputs(formats=[k if k != "body" else fmt or "request bodies" for k in kinds])
+    out.formats = [k if k != "body" else fmt or "request bodies" for k in kinds]
     if metadata:
-        out.notes.append(f"skipped {len(metadata)} Claude Code subagent metadata files (*.meta.json)")
-    claude = [p for p, _, k in files if k == "claude-code"]
-    if claude:
-        _keep(out, "Claude Code transcripts", read_claude_code(claude, supplied))
+        out.notes.insert(0, f"skipped {len(metadata)} Claude Code subagent metadata files (*.meta.json)")
+    claude = [(p, name not in given) for p, name, k in files if k == "claude-code"]
+    while claude:  # read together; a folder's file that cannot be read is left out and the rest read again
+        try:
+            _keep(out, "Claude Code transcripts", read_claude_code([p for p, _ in claude], supplied))
+            break
+        except TraceError as e:
+            bad = next((c for c in claude if c[1] and str(e).startswith(str(c[0]))), None)
+            if bad is None:
+                raise
+            out.notes.append(f"skipped {bad[0]}: {e}")
+            claude.remove(bad)
     for path, name, kind in files:
+        in_folder = name not in given
         if kind == "mooncake":
-            out.hash_traces.append((path, read_hash_trace(path, hash_block)))
+            read = _skipping(out, path, in_folder, read_hash_trace, path, hash_block)
+            out.hash_traces += [(path, read)] if read is not None else []
         elif kind in REQUEST_FILES and kind != "claude-code":
-            _keep(out, str(path), read_file(path, kind, supplied))
+            read = _skipping(out, path, in_folder, read_file, path, kind, supplied)
+            _keep(out, str(path), read or Read([]))
         elif kind == "body":
-            out.requests += load_trace(path, fmt, name)
+            out.requests += _skipping(out, path, in_folder, load_trace, path, fmt, name) or []
     out.requests = [
         replace(
             r,
@@ -126,6 +146,18 @@ def load_inputs(
     ]
     out.notes += unanswered_notes(out.requests)
     return out
+
+
+def _skipping(out: Inputs, path: Path, in_folder: bool, read: Callable[..., T], *args: Any) -> T | None:
+    """`read(*args)`; where it refuses a file found in a folder, None and a note naming the file and why."""
+    try:
+        return read(*args)
+    except TraceError as e:
+        if not in_folder:
+            raise
+        why = str(e).removeprefix(str(path)).lstrip(": ")
+        out.notes.append(f"skipped {path}: {why}")
+        return None
 
 
 def short_session(name: str) -> str:

@@ -16,6 +16,8 @@ from typing import Any
 
 from engine.traces.fields import FieldError, token_count
 
+PROVIDERS = ("openai", "anthropic", "deepseek", "gcp.gemini", "kvtestbed")  # an envelope's `provider`
+
 
 @dataclass(frozen=True)
 class RecordedUsage:
@@ -91,3 +93,16 @@ def openai_usage(
         cache_read_tokens=read,
         output_tokens=count(usage, "completion_tokens" if chat else "output_tokens", where),
     )
+
+
+def provider_of(usage: Any, model: str | None, api: str) -> str:
+    """The provider that reported a usage object, where nothing names it: DeepSeek by its own fields
+    (`prompt_cache_hit_tokens`) or a `deepseek` model name (bare or behind a router's `vendor/` prefix),
+    Anthropic by its cache fields or its API, else OpenAI (`api`: the format the body was read as)."""
+    fields = usage if isinstance(usage, dict) else {}
+    name = (model or "").lower().rsplit("/", 1)[-1]
+    if "prompt_cache_hit_tokens" in fields or name.startswith("deepseek"):
+        return "deepseek"
+    if api == "anthropic" or "cache_read_input_tokens" in fields:
+        return "anthropic"
+    return "openai"

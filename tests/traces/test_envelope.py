@@ -117,3 +117,25 @@ def test_the_servers_own_record_is_replayed_in_the_order_sent(tmp_path: Path) ->
     )
     with pytest.raises(TraceError, match="before request"):
         interleave(load_trace(other))  # any other log keeps its order, and a time going back is refused
+
+
+def test_the_provider_named_or_inferred_from_the_usage_and_model(tmp_path: Path) -> None:
+    openai_form = {"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 640}}
+    deepseek = openai_form | {"prompt_cache_hit_tokens": 640, "prompt_cache_miss_tokens": 260}
+    path = write(
+        tmp_path / "providers.jsonl",
+        {"format": "openai-chat", "body": CHAT, "usage": openai_form},
+        {"format": "openai-chat", "body": CHAT, "usage": deepseek},
+        {"format": "openai-chat", "body": CHAT | {"model": "deepseek/deepseek-chat"}, "usage": openai_form},
+        {"format": "openai-chat", "body": CHAT, "usage": openai_form, "provider": "gcp.gemini"},
+        {
+            "format": "anthropic",
+            "body": ANTHROPIC,
+            "usage": {"input_tokens": 5, "cache_read_input_tokens": 9},
+        },
+    )
+    got = [r.recorded.provider for r in load_trace(path)]
+    assert got == ["openai", "deepseek", "deepseek", "gcp.gemini", "anthropic"]
+    bad = write(tmp_path / "bad.jsonl", {"body": CHAT, "usage": openai_form, "provider": "acme"})
+    with pytest.raises(TraceError, match=r"request 1: provider: expected one of openai, anthropic, deepseek"):
+        load_trace(bad)
