@@ -14,9 +14,11 @@ empty one is left. A prefilled request (an approximate assembly's) has its K/V a
 them, and the engine copies them in at admission.
 
 When a running request needs a block and none is free, the most recently admitted request that can be
-recomputed (not a prefilled one) is preempted: its blocks are released (their full blocks stay cached), and
-it goes back to the front of the queue with every token it has, to be recomputed, mostly from the prefix
-cache, when it is admitted again. No waiting request is admitted in a step that preempted.
+recomputed (not a prefilled one) and is not already placed in this step's work is preempted: its blocks are
+released (their full blocks stay cached), and it goes back to the front of the queue with every token it
+has, to be recomputed, mostly from the prefix cache, when it is admitted again. A prefilled request that
+finds no such victim waits for room (the requests placed before it go on, and free blocks as they finish).
+No waiting request is admitted in a step that preempted or left a running request waiting.
 """
 
 from __future__ import annotations
@@ -63,16 +65,18 @@ class Scheduler:
 
     def schedule(self) -> ScheduledStep:
         step, budget = ScheduledStep(), self.max_num_batched_tokens
-        i = 0
+        i, short = 0, False
         while i < len(self.running) and budget > 0:
             req = self.running[i]
             n = min(req.pending, budget)
-            if not self._make_room(req, req.seq.num_kv + n, step):
-                break  # the request itself was preempted: nothing after it is running any more
+            if not self._make_room(i, req.seq.num_kv + n, step):
+                short = True  # preempted, or waits for room: nothing after it is placed in this step
+                break
             step.work.append((req, n))
             budget -= n
             i += 1
-        while self.waiting and not step.preempted and len(self.running) < self.max_num_seqs and budget > 0:
+        admit = not (short or step.preempted)
+        while admit and self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
             req = self.waiting[0]
             n = self._admit(req, budget)
             if n == 0:
@@ -113,11 +117,15 @@ class Scheduler:
         self.blocks.grow(seq, cached + n)
         return n
 
-    def _make_room(self, req: Request, num_tokens: int, step: ScheduledStep) -> bool:
-        """Blocks for positions [0, num_tokens) of a running request, preempting the newest requests that
-        can be recomputed until they fit; False if `req` itself had to go."""
+    def _make_room(self, i: int, num_tokens: int, step: ScheduledStep) -> bool:
+        """Blocks for positions [0, num_tokens) of the running request `running[i]`, preempting the newest
+        requests that can be recomputed, among it and those after it (the ones before it are in this step's
+        work already), until they fit; False if it had to go, or (prefilled) must wait for room."""
+        req = self.running[i]
         while not self.blocks.can_grow(req.seq, num_tokens):
-            victim = next((r for r in reversed(self.running) if not r.prefilled), None)
+            victim = next((r for r in reversed(self.running[i:]) if not r.prefilled), None)
+            if victim is None and any(not r.prefilled for r in self.running[:i]):
+                return False  # they free blocks as they finish
             if victim is None:
                 raise CacheCapacityError(
                     "the KV cache is full of prefilled requests' blocks, which cannot be recomputed; "

@@ -7,6 +7,10 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import CacheCapacityError, InvalidArgumentError
+from engine.kv.block_manager import BlockManager
+from engine.kv.sequence import SequenceState
+from engine.runtime.request import Request, SamplingParams, Status
+from engine.runtime.scheduler import Scheduler
 from tests.conftest import random_ids as tokens
 from tests.precision import assert_same_greedy_run
 
@@ -177,3 +181,32 @@ def test_on_admitted_fires_once_per_request_before_its_first_forward(tiny_dir, l
     assert [rid for rid, _, _ in seen] == ids
     assert seen[0] == (ids[0], 48, 0)  # admitted in the first step, before its forward
     assert all(cached == done[rid].usage.cached_tokens for rid, cached, _ in seen)
+
+
+def running_request(sched: Scheduler, rid: str, num_kv: int, prefilled: bool = False) -> Request:
+    """A running request with K/V for its first `num_kv` tokens and one token pending."""
+    seq = SequenceState(tokens(num_kv + 1, len(rid)))
+    seq.num_kv = num_kv
+    sched.blocks.grow(seq, num_kv)
+    req = Request(rid, seq, SamplingParams(), 0.0, prefilled=prefilled, status=Status.RUNNING)
+    sched.running.append(req)
+    return req
+
+
+def test_preemption_never_takes_a_request_already_in_the_step() -> None:
+    """A prefilled request at the end of `running` needs a block when none is free: the requests before it are
+    in the step's work already, so none of them is preempted (one would run with an empty block table while
+    another took its block); it waits, and no one is admitted in its place. With a recomputable request after
+    it, that one goes instead."""
+    sched = Scheduler(BlockManager(4, 4, b"test"), max_num_seqs=8, max_num_batched_tokens=64)
+    a, b = running_request(sched, "a", 2), running_request(sched, "bb", 2)
+    p = running_request(sched, "ppp", 8, prefilled=True)  # its 9th token needs a 5th block
+    sched.add(Request("w", SequenceState(tokens(3, 9)), SamplingParams(max_new_tokens=1), 0.0))
+    step = sched.schedule()
+    assert step.work == [(a, 1), (b, 1)] and not step.preempted and not step.admitted
+    assert sched.running == [a, b, p] and all(r.seq.block_table for r in (a, b, p))
+    sched.finish(b)  # its block goes to c, admitted after p: the one that can go
+    c = running_request(sched, "cccc", 3)
+    step = sched.schedule()
+    assert step.work == [(a, 1), (p, 1)] and step.preempted == [c]
+    assert len(p.seq.block_table) == 3 and not c.seq.block_table
