@@ -9,6 +9,13 @@ a lower bound). Modelled: after each request, units at the end of its prompt, at
 and at its longest common prefix with the request served before it; a request is served the longest unit
 that is a whole prefix of it. Entries are best effort, cleared within hours to days: modelled as never
 expiring. A hit costs a tenth of a miss.
+
+Hits are counted in 64-token units: the matched unit's length rounded down to a multiple of 64, nothing
+under 64 tokens. The current guide gives no unit size; the 2024 announcement
+(https://api-docs.deepseek.com/news/news0802) gives 64-token storage units, and DeepSeek's recorded usage
+still shows them: in a public mini-swe-agent trajectory of 64 `deepseek-v4-flash` calls (2026-06) every
+`prompt_cache_hit_tokens` is a multiple of 64: on 32 of the 63 later calls the previous prompt plus its
+reply rounded down to 64, on 13 the previous prompt alone so rounded.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from engine.prompts.regions import common_prefix
 from engine.traces.providers.base import RulePrompt, Served, priced
 
 READ_PRICE = 0.1
+UNIT = 64  # hits are counted in whole 64-token units
 
 
 def prefix_hashes(ids: list[int], positions: list[int], model: str) -> dict[int, bytes]:
@@ -38,7 +46,7 @@ def prefix_hashes(ids: list[int], positions: list[int], model: str) -> dict[int,
 
 class DeepSeekRule:
     name = "deepseek"
-    unit = 1
+    unit = UNIT
 
     def __init__(self) -> None:
         self.units: set[bytes] = set()  # hashes of (model, stored prefix)
@@ -51,19 +59,23 @@ class DeepSeekRule:
         common = common_prefix(ids, self.previous)
         ends = [len(ids), len(full), common]
         hashes = prefix_hashes(full, sorted({*[n for n in self.lengths if n <= len(ids)], *ends}), model)
-        cached = max((n for n in self.lengths if n <= len(ids) and hashes[n] in self.units), default=0)
+        matched = max((n for n in self.lengths if n <= len(ids) and hashes[n] in self.units), default=0)
+        cached = matched // UNIT * UNIT
         for n in ends:
             if n > 0:
                 self.units.add(hashes[n])
                 self.lengths.add(n)
         self.previous = ids
-        why = "" if cached else _why_none(common, len(ids))
+        why = "" if cached else _why_none(common, len(ids), matched)
         return Served(cached, 0, priced(len(ids), cached, READ_PRICE), stored_tokens=len(full), why_none=why)
 
 
-def _why_none(common: int, prompt_tokens: int) -> str:
-    """Why nothing was read: the prompt shares a prefix with the request before it but contains no stored
-    unit whole (a unit is hit only whole), or no stored unit starts it."""
+def _why_none(common: int, prompt_tokens: int, matched: int) -> str:
+    """Why nothing was read: the matched unit is under 64 tokens, the prompt shares a prefix with the
+    request before it but contains no stored unit whole (a unit is hit only whole), or no stored unit
+    starts it."""
+    if matched:
+        return f"{matched}-token match under the {UNIT}-token unit"
     if common and common < prompt_tokens:
         return f"shares {common:,} tokens with the request before, no whole stored unit"
     return "no stored unit is a whole prefix of it"

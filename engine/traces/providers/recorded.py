@@ -11,12 +11,12 @@ from the same dated tables the rules use.
 
 from __future__ import annotations
 
-from engine.traces.providers import openai
+from engine.traces.providers import deepseek, openai
 from engine.traces.providers.anthropic import minimum_tokens
 from engine.traces.request import FIVE_MINUTES, ONE_HOUR, TraceRequest
 from engine.traces.usage import RecordedUsage
 
-UNITS = {"openai": openai.INCREMENT}
+UNITS = {"openai": openai.INCREMENT, "deepseek": deepseek.UNIT}  # reads come in whole units
 
 
 def held(usage: RecordedUsage) -> int:

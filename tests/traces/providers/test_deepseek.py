@@ -1,5 +1,5 @@
 """DeepSeek's rules: the current prefix units (end of input, end of output, detected common prefixes; a hit
-needs a whole unit) and the 2024 one (64-token units from token 0, nothing under 64), no expiry, hits at a
+needs a whole unit, hits counted in 64-token units) and the 2024 one (64-token units from token 0, nothing under 64), no expiry, hits at a
 tenth."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def test_a_conversation_hits_the_end_of_the_previous_output() -> None:
     rule = DeepSeekRule()
     first = rule.serve(RulePrompt(A, 0.0, reply_ids=B))
     assert first.cached_tokens == 0 and first.stored_tokens == 600
-    assert rule.serve(RulePrompt(A + B + C, 1.0)).cached_tokens == 600
+    assert rule.serve(RulePrompt(A + B + C, 1.0)).cached_tokens == 576  # 600 in whole 64-token units
 
 
 def test_a_partial_match_of_a_unit_misses_then_the_common_prefix_is_stored() -> None:
@@ -41,14 +41,14 @@ def test_a_partial_match_of_a_unit_misses_then_the_common_prefix_is_stored() -> 
     rule = DeepSeekRule()
     rule.serve(RulePrompt(A + B, 0.0))
     assert rule.serve(RulePrompt(A + C, 1.0)).cached_tokens == 0
-    assert rule.serve(RulePrompt(A + D, 2.0)).cached_tokens == len(A)
+    assert rule.serve(RulePrompt(A + D, 2.0)).cached_tokens == 256  # A's 300 tokens, in 64-token units
 
 
 def test_units_are_per_model() -> None:
     rule = DeepSeekRule()
     rule.serve(RulePrompt(A, 0.0, "deepseek-chat"))
     assert rule.serve(RulePrompt(A + B, 1.0, "deepseek-reasoner")).cached_tokens == 0
-    assert rule.serve(RulePrompt(A + B, 2.0, "deepseek-chat")).cached_tokens == len(A)
+    assert rule.serve(RulePrompt(A + B, 2.0, "deepseek-chat")).cached_tokens == 256
 
 
 def test_a_zero_says_why() -> None:
@@ -59,3 +59,13 @@ def test_a_zero_says_why() -> None:
         == "shares 300 tokens with the request before, no whole stored unit"
     )
     assert rule.serve(RulePrompt(A + D, 2.0)).why_none == ""
+
+
+def test_hits_come_in_64_token_units_and_a_shorter_match_reads_nothing() -> None:
+    rule = DeepSeekRule()
+    rule.serve(RulePrompt(list(range(50)), 0.0, reply_ids=[7] * 80))
+    assert rule.serve(RulePrompt([*range(50), *[7] * 80, 1], 1.0)).cached_tokens == 128
+    short = DeepSeekRule()
+    short.serve(RulePrompt(list(range(50)), 0.0))
+    served = short.serve(RulePrompt([*range(50), 9], 1.0))
+    assert served.cached_tokens == 0 and served.why_none == "50-token match under the 64-token unit"
