@@ -22,52 +22,24 @@ reported too. Nothing is dropped.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.prompts.chat import HERMES, LLAMA3_JSON
+from engine.serve.call_reader import CallArguments, CallReader, CallStart, Piece, Text, ToolCall
+
+__all__ = [
+    "CallArguments",
+    "CallStart",
+    "Parsed",
+    "Piece",
+    "Text",
+    "ToolCall",
+    "ToolCallParser",
+    "parse_tool_calls",
+]
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
-NAME = re.compile(r'\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
-ARGUMENTS_KEY = re.compile(r'\s*,\s*"(?:arguments|parameters)"\s*:\s*(?=\S)')
-SNIPPET = 80  # characters of a problem's text kept in its report
-
-
-@dataclass(frozen=True)
-class Text:
-    text: str
-
-
-@dataclass(frozen=True)
-class CallStart:
-    index: int
-    name: str
-
-
-@dataclass(frozen=True)
-class CallArguments:
-    index: int
-    fragment: str
-
-
-Piece = Text | CallStart | CallArguments
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: str  # the arguments' JSON text as the model wrote it (what a stream sends, in fragments)
-
-    @property
-    def input(self) -> dict[str, Any]:
-        """The arguments as an object (Anthropic's `input`); {} when they are not one (then reported)."""
-        try:
-            value = json.loads(self.arguments)
-        except json.JSONDecodeError:
-            return {}
-        return value if isinstance(value, dict) else {}
 
 
 @dataclass(frozen=True)
@@ -79,122 +51,6 @@ class Parsed:
     def report(self, fmt: str) -> dict[str, Any]:
         """The `tool_calls` entry of the `kvtestbed` object."""
         return {"format": fmt, "calls": len(self.calls), "problems": self.problems}
-
-
-def _problem(call: int | None, problem: str, text: str) -> dict[str, Any]:
-    return {"call": call, "problem": problem, "text": text[:SNIPPET]}
-
-
-def _object_call(text: str) -> tuple[str, str] | None:
-    """(name, arguments JSON) of a whole call object's text, or None when it holds no call."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
-        return None
-    arguments = data.get("arguments", data.get("parameters", {}))
-    if isinstance(arguments, str):  # some models write the arguments as a JSON string
-        return data["name"], arguments
-    return data["name"], json.dumps(arguments, ensure_ascii=False)
-
-
-class _CallReader:
-    """One call object's text, read as it grows: the name once its string is complete, then the arguments
-    object character by character (string-aware brace depth) up to its closing brace."""
-
-    def __init__(self, index: int) -> None:
-        self.index, self.text = index, ""
-        self.name: str | None = None
-        self.after_name = 0  # where the text after the name's string starts
-        self.start: int | None = None  # where the arguments value starts
-        self.end: int | None = None  # one past the arguments object's closing brace
-        self.object_end: int | None = None  # one past the whole call object's closing brace
-        self.sent = 0  # end of the arguments text sent so far
-        self.scanned, self.depth, self.in_string, self.escaped = 0, 0, False, False
-
-    def feed(self, text: str) -> list[Piece]:
-        self.text += text
-        out: list[Piece] = []
-        if self.name is None:
-            m = NAME.match(self.text)
-            if m is None:
-                return out
-            try:
-                self.name = json.loads(f'"{m.group(1)}"')
-            except json.JSONDecodeError:
-                return out
-            self.after_name = m.end()
-            out.append(CallStart(self.index, self.name))
-        if self.start is None and (m := ARGUMENTS_KEY.match(self.text, self.after_name)) is not None:
-            self.start = self.sent = m.end()
-        self._scan()
-        if (
-            self.start is not None and self.text[self.start] == "{"
-        ):  # an object: streamed as it forms (anything else when it ends)
-            upto = self.end if self.end is not None else len(self.text)
-            if upto > self.sent:
-                out.append(CallArguments(self.index, self.text[self.sent : upto]))
-                self.sent = upto
-        return out
-
-    def _scan(self) -> None:
-        """Brace depth over the new text: the arguments object's end (back at depth 1) and the call's."""
-        for i in range(self.scanned, len(self.text)):
-            c = self.text[i]
-            if self.in_string:
-                if self.escaped:
-                    self.escaped = False
-                elif c == "\\":
-                    self.escaped = True
-                elif c == '"':
-                    self.in_string = False
-            elif c == '"':
-                self.in_string = True
-            elif c in "{[":
-                self.depth += 1
-            elif c in "}]":
-                self.depth -= 1
-                if self.depth == 1 and self.start is not None and self.end is None and i >= self.start:
-                    self.end = i + 1
-                if self.depth == 0 and self.object_end is None:
-                    self.object_end = i + 1
-        self.scanned = len(self.text)
-
-    def close(self, closed: bool) -> tuple[list[Piece], ToolCall | None, dict[str, Any] | None]:
-        """The call has ended (`closed`: its closing tag or brace came; else the output ended inside it):
-        the pieces still to send, the call (None: the text holds none) and what went wrong, if anything."""
-        body = self.text[: self.object_end] if self.object_end is not None else self.text
-        whole = _object_call(body.strip())
-        if self.name is None:
-            if whole is None:
-                return [], None, _problem(None, "not a tool call", self.text)
-            name, arguments = whole
-            pieces: list[Piece] = [CallStart(self.index, name), CallArguments(self.index, arguments)]
-            problem = None if closed else _problem(self.index, "unclosed", self.text)
-            return pieces, ToolCall(name, arguments), problem
-        if self.start is not None and self.text[self.start] == "{":
-            arguments = self.text[self.start : self.end if self.end is not None else len(self.text)]
-            pieces = []
-        else:  # no arguments, or not an object: sent whole now
-            arguments = (
-                whole[1] if whole is not None else "{}" if self.start is None else self.text[self.start :]
-            )
-            pieces = [CallArguments(self.index, arguments)]
-        call = ToolCall(self.name, arguments)
-        problem = None
-        if not closed:
-            problem = _problem(self.index, "unclosed", self.text)
-        elif not isinstance(_loads(arguments), dict):
-            problem = _problem(self.index, "arguments are not a JSON object", arguments)
-        return pieces, call, problem
-
-
-def _loads(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return None
 
 
 def _held_tail(text: str, marker: str) -> int:
@@ -210,7 +66,7 @@ class ToolCallParser:
 
     def __init__(self) -> None:
         self.pending = ""  # text received and not yet sent (a possible start of a call, whitespace)
-        self.reader: _CallReader | None = None
+        self.reader: CallReader | None = None
         self.calls: list[ToolCall] = []
         self.problems: list[dict[str, Any]] = []
         self.content: list[str] = []
@@ -251,38 +107,49 @@ class ToolCallParser:
 
 
 class HermesParser(ToolCallParser):
+    """`pending` holds at most a possible start of a tag; whitespace after the text shown is held in `held`
+    (as it came: never copied while it grows), sent before the next text or dropped before a call."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.space = ""  # whitespace held before a block: dropped if the block is a call
+        self.held: list[str] = []  # whitespace after the text shown: content, unless a call follows
+        self.space = ""  # whitespace held before the open call's block: dropped if the block is a call
 
     def feed(self, delta: str) -> list[Piece]:
-        self.pending += delta
+        text, self.pending = self.pending + delta, ""
         out: list[Piece] = []
+        at = 0
         while True:
             if self.reader is None:
-                at = self.pending.find(OPEN)
-                if at < 0:
-                    keep = len(self.pending) - _held_tail(self.pending, OPEN)
-                    shown = self.pending[:keep].rstrip()
-                    out += self._text(shown)
-                    self.pending = self.pending[len(shown) :]
-                    return out
-                before = self.pending[:at]
-                out += self._text(before.rstrip())
-                self.space = before[len(before.rstrip()) :]
-                self.pending = self.pending[at + len(OPEN) :]
-                self.reader = _CallReader(len(self.calls))
+                found = text.find(OPEN, at)
+                if found < 0:
+                    keep = len(text) - _held_tail(text, OPEN)
+                    self.pending = text[max(keep, at) :]
+                    return out + self._hold(text[at:keep])
+                out += self._hold(text[at:found])
+                self.space, self.held = "".join(self.held), []
+                at = found + len(OPEN)
+                self.reader = CallReader(len(self.calls))
             else:
-                at = self.pending.find(CLOSE)
-                if at < 0:
-                    keep = len(self.pending) - _held_tail(self.pending, CLOSE)
-                    out += self.reader.feed(self.pending[:keep])
-                    self.pending = self.pending[keep:]
-                    return out
-                out += self.reader.feed(self.pending[:at])
-                self.pending = self.pending[at + len(CLOSE) :]
+                found = text.find(CLOSE, at)
+                if found < 0:
+                    keep = len(text) - _held_tail(text, CLOSE)
+                    self.pending = text[max(keep, at) :]
+                    return out + self.reader.feed(text[at:keep])
+                out += self.reader.feed(text[at:found])
+                at = found + len(CLOSE)
                 out += self._end_call(True, self.space + OPEN + self.reader.text + CLOSE)
                 self.space = ""
+
+    def _hold(self, text: str) -> list[Piece]:
+        """Text outside calls: shown up to its trailing whitespace, which is held."""
+        shown = text.rstrip()
+        if not shown:
+            self.held += [text] if text else []
+            return []
+        out = self._text("".join(self.held) + shown)
+        self.held = [text[len(shown) :]]
+        return out
 
     def finish(self) -> tuple[list[Piece], Parsed]:
         out: list[Piece] = []
@@ -290,21 +157,30 @@ class HermesParser(ToolCallParser):
             out += self.reader.feed(self.pending)
             out += self._end_call(False, self.space + OPEN + self.reader.text)
         else:
-            out += self._text(self.pending.rstrip() if self.calls else self.pending)
-        self.pending = ""
+            rest = "".join(self.held) + self.pending
+            out += self._text(rest.rstrip() if self.calls else rest)
+        self.pending, self.held = "", []
         return out, self._parsed()
 
 
 class LlamaJsonParser(ToolCallParser):
     """Calls only at the start of the output (after whitespace), as vLLM's `llama3_json` parser reads
-    them; `<|python_tag|>` is a special token, not in the decoded text."""
+    them; `<|python_tag|>` is a special token, not in the decoded text. While undecided at a place where
+    whitespace may follow (before the output's first character, after `{` or a call's `;`), whitespace is
+    kept aside as it came and read only with the next other character."""
 
     def __init__(self) -> None:
         super().__init__()
         self.state = "start"  # start (undecided) | calls | text
+        self.spaces: list[str] = []  # whitespace received while `quiet`
+        self.quiet = True  # undecided, and whitespace next changes nothing
 
     def feed(self, delta: str) -> list[Piece]:
-        self.pending += delta
+        if self.reader is None and self.state == "start" and self.quiet and (not delta or delta.isspace()):
+            self.spaces.append(delta)
+            return []
+        self.pending += "".join(self.spaces) + delta
+        self.spaces = []
         out: list[Piece] = []
         while True:
             if self.state == "text":
@@ -316,6 +192,7 @@ class LlamaJsonParser(ToolCallParser):
                 if self.calls:
                     rest = rest.removeprefix(";").lstrip()
                 if not rest:
+                    self.quiet = True
                     return out  # only whitespace (or a separator) so far
                 after = rest[1:].lstrip()
                 if rest[0] != "{" or not ('"name"'.startswith(after) or after.startswith('"name"')):
@@ -323,26 +200,27 @@ class LlamaJsonParser(ToolCallParser):
                     self.pending = self.pending if not self.calls else self.pending.lstrip()
                     continue
                 if not after.startswith('"name"'):
+                    self.quiet = not after
                     return out  # `{` so far, or `{"na`: undecided
                 self.pending = rest
-                self.reader = _CallReader(len(self.calls))
+                self.reader = CallReader(len(self.calls))
             out += self.reader.feed(self.pending)
             self.pending = ""
             end = self.reader.object_end
             if end is None:
                 return out
-            tail = self.reader.text[end:]
-            self.reader.text = self.reader.text[:end]
+            tail = self.reader.cut(end)
             out += self._end_call(True, self.reader.text)
             self.pending = tail
 
     def finish(self) -> tuple[list[Piece], Parsed]:
         out: list[Piece] = []
+        self.pending += "".join(self.spaces)
         if self.reader is not None:
             out += self._end_call(False, self.reader.text)
         elif self.state == "text" or not self.calls:
             out += self._text(self.pending)
-        self.pending = ""
+        self.pending, self.spaces = "", []
         return out, self._parsed()
 
 

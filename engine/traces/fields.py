@@ -80,6 +80,21 @@ def json_text(text: str, field_path: str) -> Any:
         raise FieldError(field_path, str(e)) from None
 
 
+def tool_arguments(value: Any, field_path: str) -> Any:
+    """A tool call's arguments as sent: a JSON string is read within the bounds (beyond them, or holding a
+    lone surrogate, a FieldError naming the field: the chat template and the readers walk the value
+    recursively); a string that is not JSON stays as it is (the template renders the string); any other
+    value is the body's own, already bounded."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return loads(value, where=field_path)
+    except json.JSONDecodeError:
+        return value
+    except JSONLimitError as e:
+        raise FieldError(field_path, str(e)) from None
+
+
 def _path(link: tuple[Any, ...] | None, where: str) -> str:
     """The field path of a node of `_check`'s walk, from its chain of (parent, key) links."""
     keys = []

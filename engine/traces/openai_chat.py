@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prompts.messages import Message, tool_call
+from engine.traces.fields import tool_arguments
 from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
 CHAT_ROLES = {
@@ -60,7 +61,8 @@ def _message(m: Any, i: int) -> Message:
             at = f"{where}.tool_calls[{j}]"
             fn = expect(expect(call, dict, at).get("function", call), dict, f"{at}.function")
             name = expect(fn.get("name"), str, f"{at}.function.name")
-            calls.append(tool_call(str(call.get("id", f"call_{i}_{j}")), name, fn.get("arguments", {})))
+            arguments = tool_arguments(fn.get("arguments", {}), f"{at}.function.arguments")
+            calls.append(tool_call(str(call.get("id", f"call_{i}_{j}")), name, arguments))
         out["tool_calls"] = calls
     if role == "tool":
         out["tool_call_id"] = str(m.get("tool_call_id", ""))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.prompts.messages import Message, tool_call
+from engine.traces.fields import tool_arguments
 from engine.traces.openai_chat import CHAT_ROLES, cache_hints, parts_text
 from engine.traces.request import FieldError, TraceRequest, expect, function_tool
 
@@ -50,7 +51,8 @@ def _items(body: dict[str, Any]) -> list[Message]:
                 if kind == "local_shell_call"
                 else expect(item.get("name"), str, f"{where}.name")
             )
-            call = tool_call(str(item.get("call_id", f"call_{i}")), name, item.get(CALLS[kind], {}))
+            arguments = tool_arguments(item.get(CALLS[kind], {}), f"{where}.{CALLS[kind]}")
+            call = tool_call(str(item.get("call_id", f"call_{i}")), name, arguments)
             if out and out[-1]["role"] == "assistant":
                 out[-1].setdefault("tool_calls", []).append(call)
             else:

@@ -33,7 +33,10 @@ from engine.inspect.span_shares import SpanShares, observing
 from engine.prompts.chat import render_text
 from engine.runtime.engine import Engine
 
-DEFAULT_LENGTHS = [1000, 4000]  # the chapter's two lengths within 4,000: the reference fits ~15 min on 2 cores
+DEFAULT_LENGTHS = [
+    1000,
+    4000,
+]  # the chapter's two lengths within 4,000: the reference fits ~15 min on 2 cores
 
 
 @dataclass(frozen=True)
