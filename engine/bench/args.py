@@ -66,23 +66,29 @@ def chosen_model(args: argparse.Namespace) -> str:
         return FALLBACK_MODEL
 
 
-def open_engine(args: argparse.Namespace, timed: bool = True) -> Engine:
+# why kv-edit and kv-compose keep the exact default dtype although they time their arms
+EXACT_ARMS = (
+    "its exact arms must equal the full recompute; in bfloat16 a prefill after a cached prefix rounds "
+    "differently from the cold one, and greedy answers part"
+)
+
+
+def open_engine(args: argparse.Namespace, timed: bool = True, exact_because: str | None = None) -> Engine:
     """The engine of `chosen_model`, with a notice when its weights are synthetic. A `timed` command's
     default dtype (no --dtype, or auto) is `engine.devices.timing_dtype` (on a CPU: bfloat16 where it has
-    native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default. Either way
-    one line says which dtype and why, and a warning says when the machine is busier than its cores."""
+    native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default, and so does
+    a timed one whose results compare arms that must be exact (`exact_because` says why). Either way one line
+    says which dtype and why, and a warning says when the machine is busier than its cores."""
     check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
     device = resolve_device(args.device)
     if args.dtype not in (None, "", "auto"):
         dtype, why = resolve_dtype(args.dtype, device), "given by --dtype"
-    elif timed:
+    elif timed and exact_because is None:
         dtype, why = timing_dtype(device)
     else:
-        dtype, why = (
-            resolve_dtype(None, device),
-            "the exact default (this command inspects, it does not time)",
-        )
+        because = exact_because or "this command inspects, it does not time"
+        dtype, why = resolve_dtype(None, device), f"the exact default ({because})"
     print(f"[dtype {dtype_name(dtype)}: {why}]", file=sys.stderr)
     engine = load(model, args.device, dtype_name(dtype), seed=args.seed, **engine_options(args))
     if timed and (warning := busy_warning()) is not None:

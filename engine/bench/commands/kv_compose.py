@@ -23,7 +23,7 @@ from engine.approx.assembly import Compute
 from engine.approx.plans import Part, plan_prefix, plan_splice
 from engine.approx.snapshot import snapshot
 from engine.arguments import float_flag, int_flag
-from engine.bench.args import add_run_args, open_engine
+from engine.bench.args import EXACT_ARMS, add_run_args, open_engine
 from engine.bench.harness.approx_runs import (
     LAYER_NOTE,
     SPREAD_NOTE,
@@ -45,7 +45,7 @@ from engine.cli import docs_link
 
 
 def main(args: argparse.Namespace) -> int:
-    engine = open_engine(args)
+    engine = open_engine(args, exact_because=EXACT_ARMS)
     env = environment(engine, "kv-compose", args)  # now: the commit whose code runs
     tok = lambda text: engine.tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
     pre = tok(

@@ -24,7 +24,7 @@ from engine.approx.assembly import Compute
 from engine.approx.plans import plan_edit, plan_prefix
 from engine.approx.snapshot import snapshot
 from engine.arguments import int_flag
-from engine.bench.args import add_run_args, open_engine
+from engine.bench.args import EXACT_ARMS, add_run_args, open_engine
 from engine.bench.harness.approx_runs import (
     LAYER_NOTE,
     SPREAD_NOTE,
@@ -146,7 +146,7 @@ def layout_rescue(engine: Engine, args: argparse.Namespace, rows: list[dict[str,
 
 
 def main(args: argparse.Namespace) -> int:
-    engine = open_engine(args)
+    engine = open_engine(args, exact_because=EXACT_ARMS)
     env = environment(engine, "kv-edit", args)  # now: the commit whose code runs
     downstream = context(args.policies, args.seed)
     todo = [(i, p, cot) for i, p in enumerate(pairs(args.pairs, args.seed)) for cot in (False, True)]
