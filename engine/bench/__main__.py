@@ -12,6 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     from engine.bench.commands import (
         cluster,
         compaction,
+        doctor,
         export,
         fleet,
         kv_compose,
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for module in (
         layout,
         replay,
+        doctor,
         fleet,
         cluster,
         export,

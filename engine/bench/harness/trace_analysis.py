@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from transformers import PreTrainedTokenizerBase
 
 from engine.bench.args import chosen_model
@@ -51,21 +53,50 @@ def open_tokenizer(args: argparse.Namespace) -> tuple[ModelSource, PreTrainedTok
     return source, tokenizer
 
 
+@dataclass
+class AnalysisSetup:
+    """What every analysis of one command run shares: the model's tokenizer and geometry, the rules."""
+
+    source: ModelSource
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    num_blocks: int
+    block_size: int
+    rules: list[str]
+
+    @classmethod
+    def open(cls, args: argparse.Namespace, rules: list[str]) -> AnalysisSetup:
+        source, tokenizer = open_tokenizer(args)
+        device = resolve_device(args.device)
+        dtype = resolve_dtype(args.dtype, device)
+        num_blocks = KVCache.blocks_in_budget(  # sized, never allocated: no free-memory check
+            source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
+        )
+        return cls(source, tokenizer, device, dtype, num_blocks, args.block_size, rules)
+
+    @property
+    def context(self) -> int:
+        return self.source.config.max_position_embeddings
+
+    def renderer(self) -> TraceRenderer:
+        return TraceRenderer(self.tokenizer, self.source.eos_ids)
+
+    def analyzer(self) -> Analyzer:
+        """A fresh analyzer: an empty local cache and fresh hosted rules."""
+        salt = f"{self.source.digest}:{dtype_name(self.dtype)}".encode()
+        local = LocalRule(BlockManager(self.num_blocks, self.block_size, salt), context=self.context)
+        return Analyzer(self.renderer(), local, [HOSTED[n]() for n in self.rules if n != LOCAL])
+
+
 def run_analysis(
     args: argparse.Namespace, requests: list[TraceRequest], rules: list[str], notes: list[str] | None = None
 ) -> int:
     check_out(args)  # a bad --out costs no tokenizer load
-    source, tokenizer = open_tokenizer(args)
-    device = resolve_device(args.device)
-    dtype = resolve_dtype(args.dtype, device)
-    num_blocks = KVCache.blocks_in_budget(  # sized, never allocated: no free-memory check
-        source.config, args.block_size, dtype, tokens=args.cache_tokens, gb=args.cache_gb
-    )
-    blocks = BlockManager(num_blocks, args.block_size, f"{source.digest}:{dtype_name(dtype)}".encode())
-    renderer = TraceRenderer(tokenizer, source.eos_ids)
-    context = source.config.max_position_embeddings
-    local = LocalRule(blocks, context=context)
-    analyzer = Analyzer(renderer, local, [HOSTED[n]() for n in rules if n != LOCAL])
+    setup = AnalysisSetup.open(args, rules)
+    source, dtype, device, num_blocks = setup.source, setup.dtype, setup.device, setup.num_blocks
+    context = setup.context
+    analyzer = setup.analyzer()
     records = analyzer.run(requests, keep_ids=args.pressure)
     over = sum(1 for r in records if LOCAL in r.served and r.served[LOCAL].why_none)
     if over:

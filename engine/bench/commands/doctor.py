@@ -1,0 +1,91 @@
+"""`python -m engine.bench doctor TRACE [TRACE ...]`: what breaks a trace's prefix, the rewrite that fixes
+each cause, and what it would buy, measured.
+
+Reads every trace `replay` reads. For every request whose prefix broke before what it extends (a session's
+first request against the closest earlier prompt), the spans that differ, in the messages: region, character
+and token offsets, before and after. Each span is named: a clock or date, a path, an id / nonce, a
+counter, a reordered list, a re-rendered history, a truncated or compacted history, a changed tool
+definition, a model or system swap, the cache's TTL or eviction, tools a template renders after the break;
+else unknown. Each cause with a rewrite is rewritten away (every line of every request kept: checked), and
+the original, each rewrite and all of them together are analyzed without a model for the local engine and
+each --provider rule (cached share, computed tokens, input cost); --measure replays the original and each
+rewrite through the model, paired in one run (TTFT per request, median [min-max] over --repeats passes).
+--apply OUT writes the trace with every rewrite applied.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from engine.bench.args import add_bench_args, add_trace_args, read_traces
+from engine.bench.harness.doctor_run import diagnose
+from engine.bench.harness.trace_analysis import AnalysisSetup
+from engine.bench.reporting.doctor_report import CAUSE_COLUMNS, cause_rows, write_doctor_results
+from engine.bench.reporting.replay_report import table
+from engine.bench.reporting.results import run_environment
+from engine.bench.reporting.run_folder import check_out, model_slug, named_run_dir, written
+from engine.cli import docs_link
+from engine.errors import InvalidArgumentError, TraceError
+from engine.runtime.identity import identity
+from engine.traces.doctor.writing import write_chat_trace
+from engine.traces.providers.registry import HOSTED, LOCAL
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser(
+        "doctor",
+        help="what breaks a trace's prefix, the rewrite per cause, and its measured gain",
+        description=__doc__,
+        epilog=docs_link("doctor.md"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_trace_args(p)
+    p.add_argument(
+        "--provider",
+        nargs="+",
+        choices=[LOCAL, *HOSTED],
+        default=list(HOSTED),
+        help="the hosted cache rules measured beside the local engine (default: all)",
+    )
+    p.add_argument("--measure", action="store_true", help="also replay through the model: TTFT, paired")
+    p.add_argument(
+        "--apply", type=Path, default=None, metavar="OUT", help="write the rewritten trace (JSONL)"
+    )
+    add_bench_args(p)
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.apply is not None and args.apply.exists() and not args.overwrite:
+        raise InvalidArgumentError(f"--apply {args.apply}: exists (pass --overwrite to replace it)")
+    check_out(args)
+    inputs = read_traces(args)
+    if inputs.hash_traces:
+        raise TraceError("hash-id traces hold no text: the doctor reads traces with messages")
+    requests = [r for r in inputs.requests if r.messages]
+    if not requests:
+        raise TraceError("these traces hold no requests with content: " + ("; ".join(inputs.notes) or "none"))
+    if args.measure and len({r.session for r in requests}) > 1:
+        raise TraceError("--measure replays one session through the model: give the doctor one session")
+    rules = [LOCAL, *dict.fromkeys(p for p in args.provider if p != LOCAL)]
+    setup = AnalysisSetup.open(args, rules)
+    d = diagnose(setup, requests)
+    if args.measure:
+        from engine.bench.harness.doctor_timing import time_arms  # loads the weights only here
+
+        time_arms(args, d)
+    name = requests[0].session if len({r.session for r in requests}) == 1 else f"{len(args.traces)}-traces"
+    out = named_run_dir(args, f"doctor-{name}-{model_slug(setup.source.model_id)}")
+    info = identity(
+        setup.source, setup.dtype, setup.device, args.block_size, setup.num_blocks * args.block_size
+    )
+    env = run_environment(info, "doctor", args)
+    write_doctor_results(out, f"Doctor: {name}", env, d, rules, requests)
+    if args.apply is not None:
+        final = d.combined or (d.fixes[0] if d.fixes else d.original)
+        write_chat_trace(args.apply, final.requests)
+        print(f"rewritten trace ({final.name}): {args.apply}")
+    print(table(cause_rows(d, rules), CAUSE_COLUMNS))
+    return written(out)

@@ -1,0 +1,99 @@
+"""`bench doctor`: the trace diagnosed, each cause's rewrite (and all of them together) measured through
+the analysis without a model for every chosen cache rule, and with --measure through the engine (TTFT per
+request, each rewrite paired with the original in one run)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.bench.harness.doctor_spans import PlacedSpan, place
+from engine.bench.harness.trace_analysis import AnalysisSetup
+from engine.bench.reporting.trace_report import rule_summary
+from engine.traces.analysis import AnalyzedRequest, replies
+from engine.traces.doctor.causes import TOOLS_AFTER
+from engine.traces.doctor.diagnosis import CACHE_SIDE, Finding, findings, request_spans
+from engine.traces.doctor.information import Kept, kept
+from engine.traces.doctor.prescriptions import Prescription, prescription, rewrite
+from engine.traces.request import TraceRequest
+
+ORIGINAL, ALL = "original", "all fixes"
+
+
+@dataclass
+class Arm:
+    """One version of the trace, measured: the original, one cause's rewrite, or all of them."""
+
+    name: str
+    requests: list[TraceRequest]
+    records: list[AnalyzedRequest]
+    rules: list[dict[str, Any]]  # rule_summary rows
+    finding: Finding | None = None
+    prescription: Prescription | None = None
+    kept: Kept | None = None
+    ttft: dict[str, Any] = field(default_factory=dict)  # summarize_turns' row, with --measure
+
+    def rule(self, name: str) -> dict[str, Any]:
+        return next(r for r in self.rules if r["rule"] == name)
+
+    def computed(self, rule: str) -> int:
+        """Prompt tokens the rule computed (not read from its cache), over the trace."""
+        total = 0
+        for r in self.records:
+            s = r.served.get(rule)
+            if s is not None:
+                total += (s.prompt_tokens or r.prompt_tokens) - s.cached_tokens
+        return total
+
+
+@dataclass
+class Diagnosis:
+    original: Arm
+    spans: list[PlacedSpan]
+    fixes: list[Arm]  # one per finding with a rewrite, the biggest gain first
+    unfixed: list[tuple[Finding, Prescription]]
+    combined: Arm | None
+
+
+def cache_misses(records: Sequence[AnalyzedRequest]) -> dict[int, str]:
+    """Request index -> the first cache-side miss any rule gave it (`rule: reason`)."""
+    out = {}
+    for i, r in enumerate(records):
+        for rule, miss in r.misses.items():
+            if miss is not None and miss.reason in CACHE_SIDE:
+                out[i] = f"{rule}: {miss.reason} ({miss.missed_tokens} tokens)"
+                break
+    return out
+
+
+def measure(setup: AnalysisSetup, name: str, requests: list[TraceRequest]) -> Arm:
+    records = setup.analyzer().run(requests)
+    return Arm(name, requests, records, rule_summary(records, setup.rules))
+
+
+def diagnose(setup: AnalysisSetup, requests: list[TraceRequest]) -> Diagnosis:
+    original = measure(setup, ORIGINAL, requests)
+    spans = request_spans(requests, replies(requests), cache_misses(original.records))
+    placed = place(spans, requests, setup.renderer())
+    extra = [p.span for p in placed if p.span.cause == TOOLS_AFTER]
+    found = findings([p.span for p in placed])
+    fixes, unfixed = [], []
+    current = requests
+    for f in found:
+        rx = prescription(f.cause, f.region)
+        done = rewrite(requests, f.cause, f.region, extra)
+        if done is None:
+            unfixed.append((f, rx))
+            continue
+        arm = measure(setup, f"{f.cause} ({f.region})", done.requests)
+        arm.finding, arm.prescription, arm.kept = f, rx, done.kept
+        fixes.append(arm)
+        step = rewrite(current, f.cause, f.region, extra if f.cause == TOOLS_AFTER else ())
+        current = step.requests if step is not None else current
+    fixes.sort(key=lambda a: a.computed("local"))
+    combined = None
+    if len(fixes) > 1:
+        combined = measure(setup, ALL, current)
+        combined.kept = kept(requests, current)
+    return Diagnosis(original, placed, fixes, unfixed, combined)

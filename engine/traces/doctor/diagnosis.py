@@ -1,0 +1,91 @@
+"""A whole trace diagnosed: every request whose prefix broke, compared with the request it continues (a
+session's first request with the closest earlier prompt, as the server compares them), its spans named
+(`engine.traces.doctor.causes`), and the causes gathered over the trace.
+
+Two causes come from what a cache did rather than from the two requests: `ttl_or_eviction`, a request that
+changed nothing its cache had kept yet was served less than it could have been (the rule let the entry
+expire, or evicted it); `tools_after_break` is added where the prompt is rendered (the bench's analysis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from engine.prompts.messages import Message
+from engine.prompts.regions import common_prefix
+from engine.traces.blocks import canonical
+from engine.traces.chains import previous_requests
+from engine.traces.doctor.causes import TTL, Span, pair_spans
+from engine.traces.request import TraceRequest
+
+CACHE_SIDE = ("ttl_expired", "evicted", "beyond_lookback")  # miss reasons where nothing changed
+
+
+def region_kind(region: str) -> str:
+    """A span's region as the causes group it: model, tools, system, history, cache."""
+    if region.startswith("tool"):
+        return "tools"
+    if region.startswith("message"):
+        return "history"
+    return region
+
+
+@dataclass
+class Finding:
+    """One cause across the trace: where it lies, the requests it broke, their spans."""
+
+    cause: str
+    region: str  # region_kind
+    requests: list[int] = field(default_factory=list)  # trace indices, ascending
+    spans: list[Span] = field(default_factory=list)
+
+
+def _flat(req: TraceRequest) -> str:
+    return canonical([req.tools or [], req.messages])
+
+
+def compared_requests(requests: Sequence[TraceRequest]) -> list[int | None]:
+    """Per request, the one it is compared with: the request it continues, else the earlier request whose
+    prompt shares the longest beginning with it (None for the first, or when none shares anything)."""
+    previous = previous_requests(requests)
+    flat = [_flat(r) for r in requests]
+    out: list[int | None] = []
+    for i, p in enumerate(previous):
+        if p is None and i:
+            shared = [(common_prefix(flat[j], flat[i]), j) for j in range(i) if requests[j].messages]
+            best = max(shared, default=(0, None))
+            p = best[1] if best[0] > 0 else None
+        out.append(p)
+    return out
+
+
+def request_spans(
+    requests: Sequence[TraceRequest],
+    replies: Sequence[Message | None],
+    cache_misses: dict[int, str] | None = None,
+) -> list[Span]:
+    """The named spans of every request that broke its prefix, in trace order. `cache_misses`: request
+    index -> a cache-side miss reason (CACHE_SIDE) a cache gave it, for requests that changed nothing."""
+    compared = compared_requests(requests)
+    spans: list[Span] = []
+    for i, (req, p) in enumerate(zip(requests, compared, strict=True)):
+        if p is None or not req.messages:
+            continue
+        found = pair_spans(requests[p], replies[p], req, i, p)
+        if not found and cache_misses and i in cache_misses:
+            found = [Span(i, p, "cache", TTL, -1, "held", cache_misses[i])]
+        spans += found
+    return spans
+
+
+def findings(spans: Sequence[Span]) -> list[Finding]:
+    """The spans gathered by cause and region kind, the cause that broke most requests first."""
+    by: dict[tuple[str, str], Finding] = {}
+    for s in spans:
+        key = (s.cause, region_kind(s.region))
+        f = by.setdefault(key, Finding(*key))
+        if s.request not in f.requests:
+            f.requests.append(s.request)
+        f.spans.append(s)
+    return sorted(by.values(), key=lambda f: (-len(f.requests), f.requests[0]))

@@ -1,0 +1,70 @@
+"""The doctor names each cause from small traces of one cause each, and its rewrite leaves no break."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.traces.analysis import replies
+from engine.traces.doctor.causes import RERENDERED, SWAP, TOOL_CHANGED, TRUNCATED
+from engine.traces.doctor.diagnosis import findings, request_spans
+from engine.traces.doctor.information import kept
+from engine.traces.doctor.prescriptions import rewrite
+from engine.traces.doctor.volatile import CLOCK, COUNTER, ID, PATH, REORDERED
+from tests.traces.doctor import small_traces as st
+
+CASES = [
+    (st.clock_trace, CLOCK, "system"),
+    (st.path_trace, PATH, "system"),
+    (st.nonce_trace, ID, "system"),
+    (st.counter_trace, COUNTER, "system"),
+    (st.reordered_tools_trace, REORDERED, "tools"),
+    (st.rerendered_trace, RERENDERED, "history"),
+    (st.window_trace, TRUNCATED, "history"),
+    (st.model_swap_trace, SWAP, "model"),
+    (st.tool_change_trace, TOOL_CHANGED, "tools"),
+]
+
+
+def diagnosed(requests):
+    return findings(request_spans(requests, replies(requests)))
+
+
+@pytest.mark.parametrize(("make", "cause", "region"), CASES, ids=[c[1] for c in CASES])
+def test_each_cause_is_named_alone(make, cause, region) -> None:
+    found = diagnosed(make())
+    assert [(f.cause, f.region) for f in found] == [(cause, region)]
+    first = {RERENDERED: 2, TRUNCATED: 2}.get(cause, 1)  # the request that first breaks (0-based)
+    assert found[0].requests == list(range(first, len(make())))
+
+
+def test_a_clock_span_reads_whole_and_sits_where_it_changed() -> None:
+    span = diagnosed(st.clock_trace())[0].spans[0]
+    assert (span.before, span.after) == ("15:00:00", "15:01:00")
+    assert span.lead.endswith("2024-05-15 ") and span.char == len("The current time is 2024-05-15 ")
+
+
+FIXABLE = [c for c in CASES if c[1] not in (SWAP, TOOL_CHANGED)]
+
+
+@pytest.mark.parametrize(("make", "cause", "region"), FIXABLE, ids=[c[1] for c in FIXABLE])
+def test_each_rewrite_leaves_no_break_and_keeps_every_line(make, cause, region) -> None:
+    requests = make()
+    done = rewrite(requests, cause, region)
+    assert done is not None and done.kept.missing == 0
+    assert kept(requests, done.requests).missing == 0
+    assert diagnosed(done.requests) == []
+
+
+@pytest.mark.parametrize("make", [st.model_swap_trace, st.tool_change_trace])
+def test_a_swap_or_a_new_tool_is_not_rewritten(make) -> None:
+    f = diagnosed(make())[0]
+    assert rewrite(make(), f.cause, f.region) is None
+
+
+def test_a_volatile_line_moves_into_the_newest_turn_and_stays_there() -> None:
+    done = rewrite(st.clock_trace(), CLOCK, "system").requests
+    assert all("current time" not in r.messages[0]["content"] for r in done)
+    last = done[-1].messages
+    notes = [m["content"] for m in last if "current time" in m["content"]]
+    assert len(notes) == 4 and notes[-1].endswith("15:03:00 EST.")
+    assert kept(st.clock_trace(), done).added == 6  # the earlier times, kept in the history
