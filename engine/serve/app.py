@@ -40,7 +40,7 @@ from engine.serve.browser import LOOPBACK_HOSTS, local_only, protect
 from engine.serve.chat_request import ANTHROPIC, OPENAI, RESPONSES, ChatRequest
 from engine.serve.client_session import presented_key
 from engine.serve.errors import APIError, from_engine
-from engine.serve.handling import ChatHandler, answer, read_json
+from engine.serve.handling import BODY_TIMEOUT_S, ChatHandler, answer, read_json
 from engine.serve.kv_events import served_index
 from engine.serve.metrics import Metrics
 from engine.serve.openai_request import parse_openai
@@ -74,6 +74,7 @@ class ServerState:
     created: int
     tool_format: str  # the tool-call format the model's template teaches (engine/prompts/chat.py)
     responses: ResponseStore  # kept for the Responses API's previous_response_id
+    body_timeout_s: float  # a request body with no bytes for this long is refused (408)
 
     def record(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
         if self.recorder is not None:
@@ -92,6 +93,7 @@ def build_state(
     max_tokens_cap: int | None = None,
     keepalive_s: float = 5.0,
     isolate_cache: bool = False,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
@@ -121,6 +123,7 @@ def build_state(
         created,
         calls,
         ResponseStore(),
+        body_timeout_s,
     )
 
 
@@ -192,7 +195,7 @@ def create_app(
 
     async def chat(request: Request, api: str) -> Response:
         state.drain.refuse_if_draining()
-        body = await read_json(request, state.max_body_bytes)
+        body = await read_json(request, state.max_body_bytes, state.body_timeout_s)
         parse, handler = apis[api]
         req = parse(body, request.headers, state.names)
         req.tool_format = state.tool_format
@@ -216,10 +219,15 @@ def create_app(
     @app.post("/v1/messages/count_tokens", dependencies=keyed)
     async def count_tokens(request: Request) -> dict[str, int]:
         """Anthropic's token count: the prompt as /v1/messages would render and tokenize it."""
-        body = await read_json(request, state.max_body_bytes)
+        body = await read_json(request, state.max_body_bytes, state.body_timeout_s)
         req = parse_messages(body | {"max_tokens": 1}, request.headers, state.names)
-        counted = state.preparer.pool.submit(state.preparer.count_tokens, req)
-        return {"input_tokens": await asyncio.wrap_future(counted)}
+        load = state.worker.load
+        load.enter(state.worker.max_queue)  # a count waits for the preparation threads as a request does
+        try:
+            counted = state.preparer.pool.submit(state.preparer.count_tokens, req)
+            return {"input_tokens": await asyncio.wrap_future(counted)}
+        finally:
+            load.leave()
 
     @app.post("/v1/responses", dependencies=keyed)
     async def create_response(request: Request) -> Response:

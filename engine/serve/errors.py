@@ -24,6 +24,7 @@ TYPES = {
     403: ("permission_error", "permission_error"),
     404: ("invalid_request_error", "not_found_error"),
     405: ("invalid_request_error", "invalid_request_error"),
+    408: ("invalid_request_error", "timeout_error"),
     413: ("invalid_request_error", "request_too_large"),
     415: ("invalid_request_error", "invalid_request_error"),
     429: ("rate_limit_error", "rate_limit_error"),

@@ -25,11 +25,32 @@ from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Jo
 
 log = logging.getLogger("kvtestbed.serve")
 DRAIN_FACTOR = 4  # a refused body up to this many times the limit is read to its end before the 413
+BODY_TIMEOUT_S = 30.0  # a body with no bytes for this long is refused (408)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class ClientGone(Exception):
     """The client disconnected before its answer was ready."""
+
+
+async def _parts(request: Request, timeout_s: float) -> AsyncIterator[bytes]:
+    """The body's parts as they arrive; a 408 once none has come for `timeout_s` (a client that declared
+    more than it sends is not waited for forever)."""
+    parts = request.stream()
+    while True:
+        try:
+            async with asyncio.timeout(timeout_s):
+                part = await anext(parts)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            raise APIError(
+                408,
+                f"request body incomplete: no bytes came for {timeout_s:g} s",
+                code="request_timeout",
+                headers={"Connection": "close"},
+            ) from None
+        yield part
 
 
 async def drain(parts: AsyncIterator[bytes], most: int) -> None:
@@ -41,23 +62,26 @@ async def drain(parts: AsyncIterator[bytes], most: int) -> None:
             seen += len(part)
             if seen > most:
                 return
-    except ClientDisconnect:  # it stopped sending: the 413 goes nowhere, as it would have anyway
+    except (ClientDisconnect, APIError):  # it stopped sending: the 413 goes nowhere, or goes now
         return
 
 
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object; 413 over `limit` bytes, 400 when it is not a JSON object or
-    holds what engine/serve/json_body.py refuses; 415 unless it is declared JSON (engine/serve/browser.py)."""
+async def read_json(request: Request, limit: int, timeout_s: float = BODY_TIMEOUT_S) -> dict[str, Any]:
+    """The request body as a JSON object; 413 over `limit` bytes (at once when over `DRAIN_FACTOR` times
+    it), 408 when the body stops coming for `timeout_s`, 400 when it is not a JSON object or holds what
+    engine/serve/json_body.py refuses; 415 unless it is declared JSON (engine/serve/browser.py)."""
     require_json(request)
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > limit:
-        await drain(request.stream(), DRAIN_FACTOR * limit)
+        if int(length) <= DRAIN_FACTOR * limit:
+            await drain(_parts(request, timeout_s), DRAIN_FACTOR * limit)
         raise APIError(
             413,
-            f"request body of {length} bytes is over this server's limit of {limit} bytes",
+            f"request body of {length:.20} bytes is over this server's limit of {limit} bytes",
             code="request_too_large",
+            headers={"Connection": "close"},
         )
-    body, parts = bytearray(), request.stream()
+    body, parts = bytearray(), _parts(request, timeout_s)
     async for part in parts:
         body += part
         if len(body) > limit:

@@ -89,14 +89,7 @@ class Preparer:
         chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
         text = chat.text
         t1 = time.perf_counter()
-        fewest = self.bound.fewest_tokens(text)
-        if fewest > self.context:
-            raise too_long(
-                fewest,
-                self.context,
-                at_least=True,
-                how=f"; {len(text)} characters, at most {self.bound.max_chars} a token: refused before tokenizing",
-            )
+        self._refuse_far_over(text)
         prompt = self.renderer.encoder.encode(text, key, keep=False, literal=chat.literal)
         t2 = time.perf_counter()
         budget = reply_budget(
@@ -121,10 +114,23 @@ class Preparer:
         )
 
     def count_tokens(self, req: ChatRequest) -> int:
-        """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept."""
+        """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept. A prompt
+        known to be over the context is refused as `prepare` refuses it, before tokenizing."""
         chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        self._refuse_far_over(chat.text)
         encoded = self.renderer.encoder.encode(chat.text, encoder_key(req), keep=False, literal=chat.literal)
         return len(encoded.ids)
+
+    def _refuse_far_over(self, text: str) -> None:
+        """A prompt that takes more tokens than the context, known without tokenizing it, is refused."""
+        fewest = self.bound.fewest_tokens(text)
+        if fewest > self.context:
+            raise too_long(
+                fewest,
+                self.context,
+                at_least=True,
+                how=f"; {len(text)} characters, at most {self.bound.max_chars} a token: refused before tokenizing",
+            )
 
     def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
         """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling
