@@ -107,6 +107,12 @@ class KVCache:
     def nbytes(self) -> int:
         return self.k.numel() * self.k.element_size() * 2
 
+    def touch(self) -> None:
+        """Write every page of the pool once (zeros): a timed comparison's arms then never pay a page's first
+        touch (an untouched pool costs no memory, and its first writes fault pages in)."""
+        self.k.zero_()
+        self.v.zero_()
+
     def slots(self, block_table: list[int], start: int, end: int) -> torch.Tensor:
         """Flat slot indices for positions [start, end) of a sequence with this block table."""
         bs = self.block_size

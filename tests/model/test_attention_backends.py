@@ -23,6 +23,7 @@ CASES = {
     "cold prefill": [(0, 7)],
     "two cold prefills of unequal length": [(0, 5), (0, 9)],
     "prefill after a cached prefix": [(8, 5)],
+    "prefill after a short cached prefix (padded)": [(4, 9)],
     "decode rows of unequal contexts": [(5, 1), (13, 1), (2, 1)],
     "decode rows beside a prefill after a prefix and a cold one": [(9, 1), (4, 6), (0, 3), (17, 1)],
     "equal chunks after equal prefixes": [(8, 4), (8, 4)],

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 import engine
 from engine.errors import CacheCapacityError
@@ -63,6 +64,20 @@ def test_multi_turn_reuses_the_generated_answer(eng, cache_tol) -> None:
         expected = min(written // BS, (len(history) - 1) // BS) * BS
         warm = assert_exact(eng, history, expected_cached=expected, new=12, tol=cache_tol)
         assert warm.usage.cached_tokens > len(history) - len(gen.token_ids) - 5 - turn - BS
+
+
+def test_a_short_cached_prefix_gives_the_cold_logits_bit_for_bit(eng) -> None:
+    """One cached block before 184 new tokens: on a CPU one causal call over all 200 keys, the query rows
+    front-padded to the cold prefill's, so prefill and decode logits equal cold's bit for bit. The block's
+    K/V come from a prompt of over 64 tokens, whose layers multiply as the cold prefill's do (see `linear`)."""
+    if eng.device.type != "cpu":
+        pytest.skip("the CPU's arrangement: elsewhere one masked call, equal within tolerance")
+    prompt = tokens(200, 90)
+    eng.generate(prompt[:BS] + tokens(100, 91), max_new_tokens=1)
+    warm = eng.generate(prompt, max_new_tokens=6, return_logits=True)
+    cold = eng.generate(prompt, max_new_tokens=6, return_logits=True, cache=False)
+    assert warm.usage.cached_tokens == BS
+    assert warm.token_ids == cold.token_ids and torch.equal(warm.logits, cold.logits)
 
 
 def test_chunked_prefill_is_exact(tiny_dir, load, cache_tol) -> None:

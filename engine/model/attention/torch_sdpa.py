@@ -13,7 +13,10 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
 - `split` (a CPU prefill after a cached prefix): the cached context [0, start) gathered as above and read
   by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
   merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
-  every (query, key) score and skip none.
+  every (query, key) score and skip none;
+- `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
+  keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
+  work and rounding (bitwise equal to it), start x start / 2 scores wasted.
 
 Every gathered index points at a position its sequence has written (padding repeats its last one), so a
 masked key is finite and weighs exactly 0. The memory a request adds is one layer's gather, for one step; a
@@ -35,6 +38,10 @@ from engine.kv.step import SeqSpan
 from engine.model.causal_attention import merge
 
 _flash_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns the log-sum-exp too
+# Pad while start^2 <= PADDED_CROSSOVER x length (padding_pays): one Qwen2.5-0.5B layer, float32, 2 CPU threads
+# (scripts/warm_crossover.py, CPU time on a loaded machine): padded / split 0.88 at 16 cached before 1,008
+# new tokens, 1.04-1.17 at 64-128, 1.30 at 256.
+PADDED_CROSSOVER = 4
 
 
 class TorchBackend:
@@ -82,8 +89,11 @@ class TorchPlan:
         if not any(starts):
             self.mode = "causal"
             return
-        self.mode = "gathered" if self.width == 1 or not split else "split"
-        ends = [s + (n if self.mode == "gathered" else 0) for s, n in zip(starts, lengths, strict=True)]
+        if split and self.n == 1 and padding_pays(starts[0], lengths[0]):
+            self.mode, self.start = "padded", starts[0]
+        else:
+            self.mode = "gathered" if self.width == 1 or not split else "split"
+        ends = [s + (n if self.mode != "split" else 0) for s, n in zip(starts, lengths, strict=True)]
         self.run = _one_run(spans, ends, kv.block_size)
         self.slots = _slots(spans, ends, kv.block_size, device) if self.run is None else None
         keys = torch.arange(max(ends), device=device)
@@ -107,6 +117,9 @@ class TorchPlan:
             out = _attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
         elif self.mode == "gathered":
             out = _attend(qb, *self._gather(layer), self.mask, False, native)[0]
+        elif self.mode == "padded":  # the rows of a cold prefill of [0, start + length): its kernel's work
+            padded = torch.cat((q.new_zeros(self.start, *q.shape[1:]), q))[None].transpose(1, 2)
+            out = _attend(padded, *self._gather(layer), None, True, native)[0][:, :, self.start :]
         else:
             o_ctx, lse_ctx = _attend(qb, *self._gather(layer), self.mask, False, native)
             o_new, lse_new = _attend(qb, self._batched(k), self._batched(v), None, True, native)
@@ -160,6 +173,13 @@ def _attend(
         mask = mask.expand(b, 1, t, -1)[:, :, None].expand(b, 1, group, t, -1).reshape(b, 1, group * t, -1)
     out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], group * t, d), k, v, attn_mask=mask)
     return out.reshape(b, h, t, d), None  # CUDA's fused kernels return a transposed [B, T, H, D] buffer
+
+
+def padding_pays(start: int, length: int) -> bool:
+    """Whether a prefill of `length` tokens after `start` cached ones runs as one causal call over all its
+    keys, its query rows front-padded to the cold prefill's (the same kernel work as cold, bitwise equal, plus
+    start x start / 2 wasted scores), rather than split into a context call, a causal call and their merge."""
+    return length > 1 and start * start <= PADDED_CROSSOVER * length
 
 
 def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
