@@ -16,22 +16,26 @@ from dataclasses import replace
 
 from engine.prompts.messages import Message
 from engine.traces.analysis import replies
-from engine.traces.blocks import canonical
+from engine.traces.blocks import canonical, derived_blocks
 from engine.traces.doctor.causes import Span, message_text
 from engine.traces.doctor.diagnosis import compared_requests
-from engine.traces.request import TraceRequest
+from engine.traces.request import Breakpoint, TraceRequest
 
 MIN_ANCHOR = 3  # characters of stable text a volatile line is recognised by
 
 
 def with_messages(req: TraceRequest, messages: list[Message], tools: list | None = None) -> TraceRequest:
-    """`req` with new messages (and tools): its content blocks re-derived from them, explicit breakpoints
-    (which index the old blocks) made automatic caching at the shortest of their TTLs."""
-    auto = req.auto_cache_ttl_s
-    if req.breakpoints:
-        auto = min([b.ttl_s for b in req.breakpoints] + ([auto] if auto is not None else []))
+    """`req` with new messages (and tools): its content blocks re-derived from them; Anthropic breakpoints,
+    which indexed the old blocks, placed after the system prompt and on the last block, at the shortest of
+    their TTLs (a prefix ending where the stable part ends, and the whole request)."""
     tools = req.tools if tools is None else tools
-    return replace(req, messages=messages, tools=tools, blocks=(), breakpoints=(), auto_cache_ttl_s=auto)
+    new = replace(req, messages=messages, tools=tools, blocks=(), breakpoints=())
+    if not req.breakpoints:
+        return new
+    ttl = min(b.ttl_s for b in req.breakpoints)
+    stable = len(tools or []) + len(_system(messages)) - 1
+    marks = sorted({i for i in (stable, len(derived_blocks(new)) - 1) if i >= 0})
+    return replace(new, breakpoints=tuple(Breakpoint(i, ttl) for i in marks))
 
 
 def _anchors(spans: Sequence[Span], requests: Sequence[TraceRequest]) -> set[tuple[str, str]]:
@@ -127,7 +131,8 @@ def tools_first(requests: Sequence[TraceRequest], spans: Sequence[Span]) -> list
     out = []
     for req in requests:
         if req.tools and req.messages and req.messages[0]["role"] == "system":
-            out.append(with_messages(req, [{"role": "system", "content": ""}, *req.messages]))
+            # a rendering change: the content blocks providers hash (tools first already) stay as they were
+            out.append(replace(req, messages=[{"role": "system", "content": ""}, *req.messages]))
         else:
             out.append(req)
     return out

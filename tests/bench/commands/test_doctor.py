@@ -104,3 +104,16 @@ def test_a_clock_line_in_a_tau_bench_like_prompt_is_named(model, tmp_path) -> No
     )
     rows = doctor(trace, model, tmp_path / "out", "--provider", "local")
     assert rows[0]["cause"] == "clock" and rows[0]["region"] == "system"
+
+
+def test_measure_pairs_each_fix_with_the_original(model, tmp_path) -> None:
+    from engine.traces.doctor.writing import write_chat_trace
+    from tests.traces.doctor.small_traces import clock_trace
+
+    trace = tmp_path / "clock.jsonl"
+    write_chat_trace(trace, clock_trace())
+    rows = doctor(trace, model, tmp_path / "out", "--provider", "local", "--measure", "--repeats", "2")
+    clock = rows[0]
+    assert clock["cause"] == "clock"
+    assert float(clock["ttft_ratio_min"]) <= float(clock["ttft_ratio"]) <= float(clock["ttft_ratio_max"])
+    assert "TTFT" in (tmp_path / "out" / "report.md").read_text()

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engine.traces.analysis import replies
-from engine.traces.doctor.causes import RERENDERED, SWAP, TOOL_CHANGED, TRUNCATED
+from engine.traces.blocks import derived_blocks
+from engine.traces.doctor.causes import RERENDERED, SWAP, TOOL_CHANGED, TRUNCATED, TTL
 from engine.traces.doctor.diagnosis import findings, request_spans
 from engine.traces.doctor.information import kept
 from engine.traces.doctor.prescriptions import rewrite
 from engine.traces.doctor.volatile import CLOCK, COUNTER, ID, PATH, REORDERED
+from engine.traces.request import Breakpoint
 from tests.traces.doctor import small_traces as st
 
 CASES = [
@@ -68,3 +72,19 @@ def test_a_volatile_line_moves_into_the_newest_turn_and_stays_there() -> None:
     notes = [m["content"] for m in last if "current time" in m["content"]]
     assert len(notes) == 4 and notes[-1].endswith("15:03:00 EST.")
     assert kept(st.clock_trace(), done).added == 6  # the earlier times, kept in the history
+
+
+def test_an_unchanged_request_a_cache_missed_is_its_ttl() -> None:
+    requests = st.trace([st.RULES] * 2)
+    assert diagnosed(requests) == []
+    spans = request_spans(requests, replies(requests), {1: "anthropic: ttl_expired (1024 tokens)"})
+    assert [(s.request, s.cause, s.region) for s in spans] == [(1, TTL, "cache")]
+    assert rewrite(requests, TTL, "cache") is None
+
+
+def test_breakpoints_of_a_rewritten_request_mark_its_stable_part_and_its_end() -> None:
+    requests = [replace(r, breakpoints=(Breakpoint(3, 3600.0), Breakpoint(4))) for r in st.clock_trace()]
+    done = rewrite(requests, CLOCK, "system").requests
+    stable = len(st.TOOLS)  # three tools, then the system block
+    assert [b.block for b in done[2].breakpoints] == [stable, len(derived_blocks(done[2])) - 1]
+    assert {b.ttl_s for b in done[2].breakpoints} == {300.0}
