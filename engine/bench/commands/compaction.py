@@ -231,10 +231,11 @@ def main(args: argparse.Namespace) -> int:
     if not records:
         raise CompactionError("every conversation was refused on its first turn: raise --budget")
     rows = policy_rows(records, replayer.refused, names)
-    answers, answered = {}, []
+    answers, answered, answers_cut = {}, [], False
     if updates is not None and not partial:
         contexts = {name: h.after_the_end for name, h in holders.items()}
-        answers = ask_after_the_end(engine, contexts, replayer.refused, questions(chat, updates))
+        qs = questions(chat, updates)
+        answers, answers_cut = ask_after_the_end(engine, contexts, replayer.refused, qs)
         answered = answer_rows(answers, rows)
 
     out = run_dir(args, "compaction", engine)
@@ -263,11 +264,16 @@ def main(args: argparse.Namespace) -> int:
         "First compaction events (stable prefix):",
         *events,
         *(["", ANSWERS_NOTE, "", table(answered, list(answered[0]))] if answered else []),
+        *(
+            ["", f"Answers interrupted: {len(answers)} of {len(holders)} contexts answered."]
+            if answers_cut
+            else []
+        ),
     ]
     write_results(
         out,
         f"Compaction over {args.turns} turns",
-        environment(engine, "compaction", args, partial),
+        environment(engine, "compaction", args, partial or answers_cut),
         records,
         summarize_turns(records, names[0]),
         notes,
@@ -284,4 +290,6 @@ def main(args: argparse.Namespace) -> int:
         print(table(answered, list(answered[0])))
     if partial:
         return interrupted(len(records), "turns", out)
+    if answers_cut:
+        return interrupted(len(records), f"turns and {len(answers)} contexts' answers", out)
     return written(out)

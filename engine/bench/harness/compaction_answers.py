@@ -25,30 +25,52 @@ def ask_after_the_end(
     refused: dict[str, tuple[int, str]],
     questions: list[Question],
     max_new_tokens: int = ANSWER_TOKENS,
-) -> dict[str, dict[str, Any]]:
+) -> tuple[dict[str, dict[str, Any]], bool]:
     """Per conversation: the context's tokens (without the question) and every answer with its verdict, or
     why it has no context (refused during the replay, or unable to fit one more request). Each context is
-    made once: making it moves the last turn into the conversation's history."""
+    made once: making it moves the last turn into the conversation's history. A progress bar counts the
+    questions. After a Ctrl-C: the conversations whose every question was answered, and True (cut short)."""
     out: dict[str, dict[str, Any]] = {}
-    texts = [q.text for q in questions]
-    for name, after_the_end in tqdm(contexts.items(), desc="answers", unit="context", leave=False):
-        if name in refused:
-            out[name] = {"refused": f"refused at turn {refused[name][0]}: no context at the end"}
-            continue
-        try:
-            prompts = after_the_end(texts)
-        except CompactionError as e:
-            out[name] = {"refused": str(e)}
-            continue
-        answers = []
-        for q, messages in zip(questions, prompts, strict=True):
-            text = engine.generate(messages, max_new_tokens, cache_salt=f"answers {name}").text
-            answers.append(
-                {"kind": q.kind, "question": q.text, "expected": q.expected, "answer": text}
-                | {"verdict": verdict(q, text)}
+    progress = tqdm(total=len(contexts) * len(questions), desc="answers", unit="question")
+    try:
+        for name, after_the_end in contexts.items():
+            out[name] = answered(
+                engine, name, after_the_end, refused, questions, max_new_tokens, progress.update
             )
-        out[name] = {"context_tokens": len(engine.render(prompts[0][:-1])), "answers": answers}
-    return out
+    except KeyboardInterrupt:
+        return out, True
+    finally:
+        progress.close()
+    return out, False
+
+
+def answered(
+    engine: Engine,
+    name: str,
+    after_the_end: Contexts,
+    refused: dict[str, tuple[int, str]],
+    questions: list[Question],
+    max_new_tokens: int,
+    advance: Callable[[int], object],
+) -> dict[str, Any]:
+    """One conversation's entry of `ask_after_the_end`; `advance(n)` after every n questions done."""
+    if name in refused:
+        advance(len(questions))
+        return {"refused": f"refused at turn {refused[name][0]}: no context at the end"}
+    try:
+        prompts = after_the_end([q.text for q in questions])
+    except CompactionError as e:
+        advance(len(questions))
+        return {"refused": str(e)}
+    answers = []
+    for q, messages in zip(questions, prompts, strict=True):
+        text = engine.generate(messages, max_new_tokens, cache_salt=f"answers {name}").text
+        answers.append(
+            {"kind": q.kind, "question": q.text, "expected": q.expected, "answer": text}
+            | {"verdict": verdict(q, text)}
+        )
+        advance(1)
+    return {"context_tokens": len(engine.render(prompts[0][:-1])), "answers": answers}
 
 
 def answer_rows(

@@ -132,8 +132,8 @@ def test_answers_after_the_end(tiny_dir) -> None:
     records = replayer.run(convs, 6)
     qs = questions(chat, updates)
     contexts = {p: h.after_the_end for p, h in holders.items()}
-    answers = ask_after_the_end(e, contexts, replayer.refused, qs, max_new_tokens=2)
-    assert "refused at turn" in answers["none"]["refused"]
+    answers, cut = ask_after_the_end(e, contexts, replayer.refused, qs, max_new_tokens=2)
+    assert not cut and "refused at turn" in answers["none"]["refused"]
     for policy in policies[1:]:
         a = answers[policy]
         assert len(a["answers"]) == 10 and 0 < a["context_tokens"] <= 400
@@ -142,6 +142,44 @@ def test_answers_after_the_end(tiny_dir) -> None:
         assert history.folded + len(history.turns) == 6  # every turn, the last included, kept or folded
     rows = answer_rows(answers, policy_rows(records, replayer.refused, policies))
     assert [r["conversation"] for r in rows] == policies and rows[0]["accuracy"] is None
+
+
+def test_ctrl_c_while_answering_keeps_the_replay_and_the_answered_contexts(
+    tiny_dir, tmp_path, monkeypatch, capsys
+) -> None:
+    """A Ctrl-C in the answers phase (the 14th question: the 2nd policy's 4th) writes the whole replay and the
+    contexts answered before it, marked partial, and exits 130."""
+    import json
+
+    import engine.bench.harness.compaction_answers as harness
+    from engine.bench.__main__ import main
+
+    real, calls = harness.verdict, []
+
+    def verdict(*args):
+        calls.append(1)
+        if len(calls) == 14:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(harness, "verdict", verdict)
+    out = tmp_path / "run"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    policies = ["clear-then-summarize", "sliding-window"]
+    argv = ["compaction", "--answers", "--turns", "6", "--budget", "400", "--repeats", "1", "--model", model]
+    assert main([*argv, "--policies", *policies, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert (
+        err.splitlines()[-1]
+        == f"interrupted: kept 24 finished turns and 1 contexts' answers in {out} (partial)"
+    )
+    assert "answers: " in err  # the phase's progress bar
+    data = json.loads((out / "turns.json").read_text())
+    assert data["environment"]["partial"] is True
+    assert list(data["answers"]) == ["clear-then-summarize/stable"]
+    assert len(data["answers"]["clear-then-summarize/stable"]["answers"]) == 10
+    report = (out / "report.md").read_text()
+    assert "**Partial run**" in report and "Answers interrupted: 1 of 4 contexts answered." in report
 
 
 def test_answers_need_enough_turns(tmp_path) -> None:
