@@ -1,17 +1,23 @@
 """The provider's recorded usage beside each rule's prediction, and where the misses came from, summed
 over a trace.
 
-Per rule, over the requests whose recorded usage reports cache reads (and that have content):
-`recorded_share` and `predicted_share` (cache reads over prompt tokens, each counted its own way: the
-provider's tokenizer, the local one), `same_verdict` (the share of those requests that both call a miss,
-or both do not: `engine.traces.miss_reasons`), `same_reason` (of the requests both call a miss, the share
-given the same reason) and `median_share_gap` (the median of |recorded share - predicted share| per
-request, in percentage points). The worst mismatches are the requests with the largest share gap under
-the rule of the provider that recorded them.
+A prediction agrees with a recording when both read nothing, or both read and their shares of the prompt
+(cache reads over prompt tokens, each counted its own way: the provider's tokenizer, the local one) are
+within `TOLERANCE` of each other. Otherwise it disagrees, for one of three reasons: the rule predicted
+nothing where the provider recorded a read (with the rule's own `why_none`), predicted a read where the
+provider recorded none, or both read but the shares differ by more than the tolerance.
+
+Per rule, over the requests whose recorded usage reports cache reads (and that have content): the aggregate
+`recorded_share` and `predicted_share`, `agree` (the share of requests that agree), `share_correlation`
+(Pearson's r of the per-request shares; None where either is constant), `median_share_gap` and
+`p90_share_gap` (|recorded share - predicted share| per request, in percentage points), `disagreements`,
+and `same_reason` (of the requests both call a miss, `engine.traces.miss_reasons`, the share given the same
+reason). `disagreements` lists each disagreeing request with both shares and the rule's reason.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -19,6 +25,10 @@ from typing import Any
 
 from engine.traces.analysis import RECORDED, AnalyzedRequest
 
+TOLERANCE = 0.10  # shares of the prompt within 10 points agree (tokenizers and hidden parts differ)
+PREDICTED_NONE = "predicted nothing, recorded a read"
+RECORDED_NONE = "predicted a read, recorded nothing"
+SHARES_APART = "shares more than 10 points apart"
 PROVIDER_RULE = {
     "anthropic": "anthropic",
     "openai": "openai",
@@ -52,15 +62,43 @@ def comparable(record: AnalyzedRequest, rule: str) -> bool:
     )
 
 
+def _verdict(recorded: float, predicted: float) -> str:
+    """ "" where they agree, else why not."""
+    if recorded == 0 and predicted == 0:
+        return ""
+    if predicted == 0:
+        return PREDICTED_NONE
+    if recorded == 0:
+        return RECORDED_NONE
+    return "" if abs(recorded - predicted) <= TOLERANCE else SHARES_APART
+
+
+def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    if len(xs) < 2 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return None
+    return statistics.correlation(xs, ys)
+
+
+def _p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(0.9 * len(ordered)) - 1)]
+
+
 def agreement(records: Sequence[AnalyzedRequest], rules: Sequence[str]) -> list[dict[str, Any]]:
     rows = []
     for rule in rules:
         both = [r for r in records if comparable(r, rule)]
         if not both:
             continue
-        verdicts = [(r.misses[RECORDED], r.misses.get(rule)) for r in both]
-        missed = [(a.reason, b.reason) for a, b in verdicts if a is not None and b is not None]
-        gaps = [abs(r.recorded.cached_share - predicted_share(r, rule)) * 100 for r in both]
+        recorded = [r.recorded.cached_share for r in both]
+        predicted = [predicted_share(r, rule) or 0.0 for r in both]
+        verdicts = [_verdict(a, b) for a, b in zip(recorded, predicted, strict=True)]
+        missed = [
+            (r.misses[RECORDED].reason, r.misses[rule].reason)
+            for r in both
+            if r.misses[RECORDED] is not None and r.misses.get(rule) is not None
+        ]
+        gaps = [abs(a - b) * 100 for a, b in zip(recorded, predicted, strict=True)]
         rows.append(
             {
                 "rule": rule,
@@ -69,24 +107,40 @@ def agreement(records: Sequence[AnalyzedRequest], rules: Sequence[str]) -> list[
                 / sum(r.recorded.prompt_tokens for r in both),
                 "predicted_share": sum(r.served[rule].cached_tokens for r in both)
                 / sum(r.served[rule].prompt_tokens or r.prompt_tokens for r in both),
-                "same_verdict": sum((a is None) == (b is None) for a, b in verdicts) / len(verdicts),
-                "same_reason": sum(a == b for a, b in missed) / len(missed) if missed else None,
+                "agree": verdicts.count("") / len(verdicts),
+                "share_correlation": _correlation(recorded, predicted),
                 "median_share_gap": statistics.median(gaps),
+                "p90_share_gap": _p90(gaps),
+                "disagreements": len(verdicts) - verdicts.count(""),
+                "same_reason": sum(a == b for a, b in missed) / len(missed) if missed else None,
             }
         )
     return rows
 
 
-def worst_mismatches(
-    records: Sequence[AnalyzedRequest], n: int = 5
-) -> list[tuple[AnalyzedRequest, str, float]]:
-    """(request, its provider's rule, the share gap in points), the largest gaps first."""
-    found = []
+def disagreements(records: Sequence[AnalyzedRequest], rule: str) -> list[dict[str, Any]]:
+    """The requests recorded by the provider of `rule` where it disagrees with the recording: both shares,
+    why they disagree and the rule's reason (what it says of a read of nothing, else its miss reason)."""
+    out = []
     for r in records:
-        rule = provider_rule(r)
-        if rule is not None and comparable(r, rule):
-            found.append((r, rule, (r.recorded.cached_share - predicted_share(r, rule)) * 100))
-    return sorted(found, key=lambda x: abs(x[2]), reverse=True)[:n]
+        if provider_rule(r) != rule or not comparable(r, rule):
+            continue
+        recorded, predicted = r.recorded.cached_share, predicted_share(r, rule) or 0.0
+        verdict = _verdict(recorded, predicted)
+        if verdict:
+            miss = r.misses.get(rule)
+            out.append(
+                {
+                    "conversation": r.conversation,
+                    "turn": r.turn,
+                    "rule": rule,
+                    "recorded_share": recorded,
+                    "predicted_share": predicted,
+                    "disagreement": verdict,
+                    "rule_says": r.served[rule].why_none or (miss.reason if miss else ""),
+                }
+            )
+    return out
 
 
 def miss_summary(records: Sequence[AnalyzedRequest]) -> list[dict[str, Any]]:

@@ -5,7 +5,8 @@ engine's own `BlockManager` exactly as a replay drives it (the same cached-token
 request) and by each chosen hosted rule. Per request: prompt and cached tokens, where reuse ended and
 where the prompt first differs from the request it continues plus that request's reply (token, region,
 text), per rule the cached tokens and input cost, the usage the provider recorded where the trace has it,
-and per cache (each rule, and the recorded usage) where a miss came from (`engine.traces.miss_reasons`).
+and per cache (each rule, and the recorded usage) where a miss came from (`engine.traces.miss_reasons`), and
+the recorded reads and writes the trace's own requests cannot explain (`engine.traces.unexplained`).
 A usage-only request (no content in the trace) gets its recorded figures and recorded miss reason only.
 """
 
@@ -30,6 +31,7 @@ from engine.traces.providers.local import LocalRule
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
 from engine.traces.sessions import request_times
+from engine.traces.unexplained import unexplained
 from engine.traces.usage import RecordedUsage
 
 RECORDED = "recorded"  # the miss reasons of the provider's own usage, beside the rules'
@@ -69,6 +71,8 @@ class AnalyzedRequest:
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # for each session's last request
     token_change: TokenChange | None = None  # the change as the rendered tokens show it (None: no content)
     unanswered: tuple[str, ...] = ()  # tool calls its history holds without their results
+    unexplained_read: int | None = None  # recorded reads no earlier request could have left (tokens)
+    unread_write: int | None = None  # recorded writes no later request read while live (tokens)
 
     def row(self) -> dict[str, Any]:
         """Flat dict for CSV and tables: recorded usage, one cached/share/written/cost/why column group per
@@ -172,6 +176,10 @@ class Analyzer:
                 pending[p] -= 1
                 if pending[p] == 0:
                     kept.pop(p, None)
+        flagged = unexplained([r.recorded for r in out], [r.time_s for r in out])
+        for record, found in zip(out, flagged, strict=True):
+            if found is not None:
+                record.unexplained_read, record.unread_write = found.read_tokens, found.unread_write_tokens
         for i, req, prompt, ends in last.values():  # for the token strip
             out[i].regions = [(r.label, r.start, r.end) for r in self.renderer.regions(req, prompt, ends)]
         return out

@@ -13,7 +13,8 @@ from typing import Any
 
 from engine.bench.reporting.replay_report import markdown_text, table
 from engine.bench.reporting.results import provenance, write_csv, write_json
-from engine.traces.agreement import agreement, miss_summary, predicted_share, provider_rule, worst_mismatches
+from engine.bench.reporting.trace_findings import provider_disagreements, unexplained_lines
+from engine.traces.agreement import agreement, miss_summary, predicted_share, provider_rule
 from engine.traces.analysis import RECORDED, AnalyzedRequest
 from engine.traces.pressure import PressurePoint
 
@@ -48,9 +49,20 @@ AGREEMENT_COLUMNS = [
     "requests",
     "recorded_share",
     "predicted_share",
-    "same_verdict",
-    "same_reason",
+    "agree",
+    "share_correlation",
     "median_share_gap",
+    "p90_share_gap",
+    "disagreements",
+    "same_reason",
+]
+DISAGREEMENT_COLUMNS = [
+    "conversation",
+    "turn",
+    "recorded_share",
+    "predicted_share",
+    "disagreement",
+    "rule_says",
 ]
 MISS_COLUMNS = ["cache", "reason", "requests", "missed_tokens"]
 WORST = 5
@@ -205,17 +217,11 @@ def write_trace_results(
         "",
         *summary_tables(records, rules),
         "",
-        "## Worst mismatches, recorded against predicted",
+        "## Disagreements, recorded against predicted (the provider's own rule)",
         "",
     ]
-    mismatched = worst_mismatches(records)
-    lines += [
-        f"- {r.conversation} request {r.turn}: recorded share {r.recorded.cached_share:.3f}, `{rule}` "
-        f"predicts {predicted_share(r, rule):.3f} ({gap:+.1f} points); recorded miss: "
-        f"{r.misses[RECORDED].reason if r.misses[RECORDED] else 'none'}, predicted: "
-        f"{r.misses[rule].reason if r.misses.get(rule) else 'none'}"
-        for r, rule, gap in mismatched
-    ] or ["- none: the trace records no cache reads, or no request has a rule of its provider"]
+    lines += provider_disagreements(records)
+    lines += ["", "## Cache activity the trace cannot explain", "", *unexplained_lines(records)]
     lines += ["", "## What changed where reuse was lost", ""]
     lines += [
         f"- {r.conversation} request {r.turn}: {r.lost_tokens} tokens the previous request had cached, "

@@ -67,7 +67,9 @@ def test_the_tables_are_printed(folder_run) -> None:
     agreement = {r["rule"] for r in rows(out / "agreement.csv")}
     assert agreement == {"local", "openai", "anthropic", "deepseek", "deepseek-2024", "gemini"}
     assert (out / "timeline-session-a.png").stat().st_size > 0
-    assert "## Worst mismatches, recorded against predicted" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "## Disagreements, recorded against predicted" in report
+    assert "## Cache activity the trace cannot explain" in report and "unexplained reads: " in report
 
 
 def test_claude_code_misses(folder_run) -> None:
