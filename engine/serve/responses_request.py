@@ -25,7 +25,7 @@ from engine.serve.errors import APIError, field_error
 from engine.serve.openai_request import served_model, tool_choice
 from engine.serve.response_store import ResponseStore
 from engine.traces.request import FieldError
-from engine.traces.responses import hosted_tools, parse_responses
+from engine.traces.responses import CALLS, OUTPUTS, hosted_tools, parse_responses
 
 NO_EFFECT = (
     "store",  # whether this server keeps the response for previous_response_id (it does unless false)
@@ -79,6 +79,8 @@ def parse_responses_request(
     client = client_session(
         headers, prompt_cache_key=fields.text(body, "prompt_cache_key"), user=fields.text(body, "user")
     )
+    _check_items(input_items(body))
+    _check_tool_types(body.get("tools"))
     previous = fields.text(body, "previous_response_id")
     if previous == "":
         raise APIError(
@@ -140,6 +142,52 @@ def input_items(body: dict[str, Any]) -> list[Any]:
     if not isinstance(raw, list):
         raise APIError(400, f"input must be a string or a list of items, got {type(raw).__name__}", "input")
     return list(raw)
+
+
+def _check_items(items: list[Any]) -> None:
+    """What Chat Completions refuses in its messages, refused in the items that stand for them (the trace
+    parser reads what clients logged, and takes more): a message without content, a call without a string
+    `call_id` or (a function call) without string `arguments`, an output without a `call_id` or its `output`."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            continue  # the trace parser names it
+        kind, where = item.get("type", "message"), f"input[{i}]"
+        if kind == "message" and item.get("content") is None:
+            raise APIError(
+                400,
+                f"{where}.content: a message needs content (a string or a list of parts)",
+                f"{where}.content",
+            )
+        if kind in CALLS or kind in OUTPUTS:
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                got = "none" if call_id is None else f"{type(call_id).__name__} {call_id!r:.40}"
+                raise APIError(
+                    400,
+                    f"{where}.call_id: a {kind} item needs a string call_id, got {got}",
+                    f"{where}.call_id",
+                )
+        if kind == "function_call" and not isinstance(item.get("arguments"), str):
+            got = item.get("arguments")
+            raise APIError(
+                400, f"{where}.arguments: must be a JSON string, got {got!r:.40}", f"{where}.arguments"
+            )
+        if kind in OUTPUTS and not isinstance(item.get("output"), str | list):
+            got = item.get("output")
+            raise APIError(
+                400,
+                f"{where}.output: must be a string or a list of parts, got {got!r:.40}",
+                f"{where}.output",
+            )
+
+
+def _check_tool_types(tools: Any) -> None:
+    """Every tool says what it is: one without `type` would be taken for a hosted tool and not offered."""
+    for j, tool in enumerate(tools if isinstance(tools, list) else []):
+        if isinstance(tool, dict) and not isinstance(tool.get("type"), str):
+            raise APIError(
+                400, f"tools[{j}].type: required ('function' for a function tool)", f"tools[{j}].type"
+            )
 
 
 def _not_applied(body: dict[str, Any]) -> dict[str, str]:
