@@ -8,12 +8,13 @@ Invariants (checked by the property test in tests/kv/test_block_manager.py):
 - `table[h] == b` implies `blocks[b].hash == h` and block b holds the tokens that hash to h, under the
   parent hash it records;
 - only full blocks are hashed; hashes chain: h_i = H(h_{i-1}, tokens of block i), with
-  h_{-1} = H(namespace, salt) where the namespace carries the weights digest and dtype.
+  h_{-1} = H(namespace, salt) where the namespace carries the weights digest and dtype; or, after
+  `use_vllm_hash`, vLLM's hashes (engine/kv/vllm_hash.py: the salt in the first block's hash).
 
 Listeners (`listeners`, empty unless a server publishes KV events: engine/serve/kv_events.py) are called on
-the thread that changes the cache, after the change: `("stored", [(hash, parent, token_ids), ...])` for the
-blocks one `publish` entered in the table, in chain order (parent None for a chain's first block);
-`("removed", [hash])` for an evicted block; `("cleared", [])` on `reset`.
+the thread that changes the cache, after the change: `("stored", [(hash, parent, token_ids, salt), ...])`
+for the blocks one `publish` entered in the table, in chain order (parent None for a chain's first block;
+`salt` the sequence's); `("removed", [(hash, salt)])` for an evicted block; `("cleared", [])` on `reset`.
 
 The pool is lazy: a block that was never used has no object, so a what-if cache of any size costs only what
 its requests touch. Growing a sequence takes free blocks and never fails halfway: it either covers the asked
@@ -28,8 +29,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from engine.errors import CacheCapacityError
+from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.kv.sequence import SequenceState
+from engine.kv.vllm_hash import VllmBlockHash
 
 
 def token_bytes(tokens: Iterable[int]) -> bytes:
@@ -42,6 +44,18 @@ def chain_hash(parent: bytes, block: bytes) -> bytes:
     return hashlib.blake2b(parent + block, digest_size=16).digest()
 
 
+TAG = 8  # bytes of a cache's tag before each vLLM hash
+
+
+def cache_tag(cache: str) -> bytes:
+    return hashlib.blake2b(cache.encode(), digest_size=TAG).digest()
+
+
+def whole_salt(salt: str) -> tuple[str, str | None]:
+    """One cache; the salt is vLLM's cache_salt (none when empty)."""
+    return "", salt or None
+
+
 @dataclass
 class Block:
     id: int
@@ -49,6 +63,7 @@ class Block:
     hash: bytes | None = None
     parent: bytes = b""  # the hash of the block before it in its chain (the collision guard compares it too)
     token_ids: tuple[int, ...] = ()
+    salt: str = ""  # the namespace it was hashed under
 
 
 @dataclass
@@ -76,6 +91,18 @@ class BlockManager:
         self.cached: OrderedDict[int, None] = OrderedDict()
         self.stats = CacheStats()
         self.listeners: list[Callable[[str, list], None]] = []
+        self.vllm: VllmBlockHash | None = None
+        self.salt_parts: Callable[[str], tuple[str, str | None]] = whole_salt
+
+    def use_vllm_hash(
+        self, vllm: VllmBlockHash | None, salt_parts: Callable[[str], tuple[str, str | None]] = whole_salt
+    ) -> None:
+        """Hash blocks as vLLM does (None: the engine's own chain hash); only while the table is empty.
+        `salt_parts` splits a salt into the cache it names (a served model: its own tag before each vLLM
+        hash, so equal hashes of two caches never meet in the table) and vLLM's `cache_salt` within it."""
+        if self.table:
+            raise InvalidArgumentError("the prefix hash can only change while the cache is empty")
+        self.vllm, self.salt_parts = vllm, salt_parts
 
     @property
     def num_free(self) -> int:
@@ -85,7 +112,17 @@ class BlockManager:
         return -(-num_tokens // self.block_size)
 
     def root(self, salt: str) -> bytes:
+        """The parent of a chain's first block."""
+        if self.vllm is not None:
+            return cache_tag(self.salt_parts(salt)[0]) + self.vllm.none_hash
         return hashlib.blake2b(self.namespace + b"\0salt:" + salt.encode(), digest_size=16).digest()
+
+    def block_hash(self, parent: bytes, tokens: tuple[int, ...], index: int, salt: str) -> bytes:
+        """The hash of block `index` of a sequence under `salt`, after `parent`."""
+        if self.vllm is None:
+            return chain_hash(parent, token_bytes(tokens))
+        salt_key = self.salt_parts(salt)[1] if index == 0 else None
+        return parent[:TAG] + self.vllm.block(parent[TAG:], tokens, salt_key)
 
     def match(self, token_ids: list[int], salt: str = "") -> tuple[list[int], list[bytes]]:
         """Blocks and hashes of the longest cached prefix of full blocks of `token_ids[:-1]`.
@@ -93,16 +130,15 @@ class BlockManager:
         The last token is never matched: its logits are needed, so at least it is recomputed.
         """
         bs, parent = self.block_size, self.root(salt)
-        n = (len(token_ids) - 1) // bs
-        data, width = token_bytes(token_ids[: n * bs]), 8 * bs
         ids: list[int] = []
         hashes: list[bytes] = []
-        for i in range(n):
-            h = chain_hash(parent, data[i * width : (i + 1) * width])
+        for i in range((len(token_ids) - 1) // bs):
+            tokens = tuple(token_ids[i * bs : (i + 1) * bs])
+            h = self.block_hash(parent, tokens, i, salt)
             block_id = self.table.get(h)
             if block_id is None:
                 break
-            block, tokens = self.blocks[block_id], tuple(token_ids[i * bs : (i + 1) * bs])
+            block = self.blocks[block_id]
             if block.token_ids != tokens or block.parent != parent:  # a collision: never serve wrong K/V
                 self.stats.collisions += 1
                 break
@@ -158,15 +194,15 @@ class BlockManager:
         for i in range(len(seq.block_hashes), seq.num_kv // bs):
             tokens = tuple(seq.token_ids[i * bs : (i + 1) * bs])
             parent = seq.block_hashes[-1] if seq.block_hashes else self.root(seq.salt)
-            h = chain_hash(parent, token_bytes(tokens))
+            h = self.block_hash(parent, tokens, i, seq.salt)
             seq.block_hashes.append(h)
             block = self.blocks[seq.block_table[i]]
             # if an equal block is cached already, that one stays the cached copy
             if enter and h not in self.table:
                 self.table[h] = block.id
-                block.hash, block.parent, block.token_ids = h, parent, tokens
+                block.hash, block.parent, block.token_ids, block.salt = h, parent, tokens, seq.salt
                 if self.listeners:
-                    stored.append((h, parent if i else None, tokens))
+                    stored.append((h, parent if i else None, tokens, seq.salt))
         if stored:
             self._emit("stored", stored)
 
@@ -239,7 +275,7 @@ class BlockManager:
         if block.hash is not None:
             del self.table[block.hash]
             self.stats.evictions += 1
-            self._emit("removed", [block.hash])
+            self._emit("removed", [(block.hash, block.salt)])
             block.hash, block.parent, block.token_ids = None, b"", ()
 
     def _emit(self, kind: str, items: list) -> None:

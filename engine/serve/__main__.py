@@ -16,7 +16,6 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import uvicorn
 
@@ -26,6 +25,8 @@ from engine.errors import InvalidArgumentError
 from engine.runtime.loader import load
 from engine.serve.app import build_state, create_app
 from engine.serve.browser import LOOPBACK_HOSTS, allowed_host, cors_origin
+from engine.serve.kv_flags import CARRIES, add_kv_event_args, banner, kv_publisher, vllm_hash
+from engine.serve.kv_streams import split_salt
 from engine.serve.recorder import Recorder
 from engine.serve.shutdown import DrainingServer
 
@@ -94,19 +95,7 @@ def parser() -> argparse.ArgumentParser:
         default=30.0,
         help="on SIGTERM, seconds the requests in flight get to finish before they end with a 503 (default 30)",
     )
-    p.add_argument(
-        "--kv-events",
-        metavar="URL",
-        default=None,
-        help="publish KV cache events in vLLM's format on a ZMQ PUB socket bound here (tcp://127.0.0.1:5557)",
-    )
-    p.add_argument(
-        "--kv-events-replay",
-        metavar="URL",
-        default=None,
-        help="with --kv-events: the replay socket's address",
-    )
-    p.add_argument("--kv-events-topic", default="", help="with --kv-events: the topic (default empty)")
+    add_kv_event_args(p)
     p.add_argument(
         "--isolate-cache",
         action="store_true",
@@ -133,24 +122,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
-
-
-def kv_publisher(args: argparse.Namespace, block_size: int) -> Any:
-    """The --kv-events publisher, its sockets bound (or one line saying why not); None without the flag."""
-    if args.kv_events is None:
-        if args.kv_events_replay is not None:
-            raise InvalidArgumentError("--kv-events-replay needs --kv-events URL")
-        return None
-    for flag, url in (("--kv-events", args.kv_events), ("--kv-events-replay", args.kv_events_replay)):
-        if url is not None and not url.startswith(("tcp://", "ipc://")):
-            raise InvalidArgumentError(f"{flag} {url}: expected tcp://HOST:PORT (or ipc://PATH)")
-    try:
-        from engine.serve.kv_publisher import KvEventPublisher
-    except ImportError as e:
-        raise InvalidArgumentError(
-            f"--kv-events needs pyzmq and msgpack ({e.name} is missing): pip install 'kvtestbed[kv-events]'"
-        ) from None
-    return KvEventPublisher(args.kv_events, args.kv_events_replay, block_size, args.kv_events_topic)
 
 
 def flag(parse: Callable[[str], str]) -> Callable[[str], str]:
@@ -201,7 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     api_key = api_key_given(args.api_key)
     check_port(args.host, args.port)
-    publisher = kv_publisher(args, args.block_size)  # its sockets bound before the model loads
+    names = args.served_model_name or [args.model]
+    prefix_hash = vllm_hash(args)
+    publisher, remote_events = kv_publisher(args, names)  # its sockets bound before the model loads
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     recorder = Recorder(args.record) if args.record is not None else None
     engine = load(
@@ -212,12 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         max_num_seqs=args.max_num_seqs,
         **engine_options(args),
     )
+    engine.blocks.use_vllm_hash(prefix_hash, split_salt)  # each served name a cache of its own
     if publisher is not None:
         engine.blocks.listeners.append(publisher.listen)
         publisher.start()
     if engine.source.synthetic:
         print(f"[{args.model}: synthetic random weights: the text is meaningless, the cache facts are real]")
-    names = args.served_model_name or [args.model]
     state = build_state(
         engine,
         names,
@@ -238,9 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         f"  Anthropic: base_url={url}         (export ANTHROPIC_BASE_URL={url})\n"
         f"  page: {url}/{'#key=<your key>' if api_key else ''}   metrics: {url}/metrics"
         + (f"   recording to {args.record}" if recorder else "")
-        + (f"\n  KV events: {args.kv_events}" if publisher else ""),
+        + (banner(publisher, args) if publisher else ""),
         flush=True,
     )
+    if remote_events:
+        print(f"warning: --kv-events reach other machines: the stream carries {CARRIES}", file=sys.stderr)
     if args.host not in LOOPBACK and api_key is None:
         print(
             f"warning: listening on {args.host} without an API key: anyone who can reach it can use it",
