@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -36,6 +37,15 @@ from engine.errors import InvalidArgumentError
 SHIPPED_DIR = Path(__file__).parent / "costs"
 PREFILL_TERMS = ("p0", "p1", "p2")
 DECODE_TERMS = ("d0", "d1", "d2")
+MODEL_FIGURES = (
+    "parameters",
+    "weight_bytes",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "kv_bytes_per_element",
+)
 
 
 @dataclass(frozen=True)
@@ -111,25 +121,62 @@ def fit(
     return CostModel(name, *p, *d, kv_bytes_per_token, host_bytes_per_s, source | {"measured": measured})
 
 
+def _figure(group: dict[str, Any], key: str, where: str, most: float = math.inf) -> float:
+    """One published figure: a finite number above 0 (at most `most`), else one line naming it."""
+    value = group[key]
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and math.isfinite(value) and 0 < value <= most):
+        bound = f"above 0 and at most {most:g}" if math.isfinite(most) else "a finite number above 0"
+        raise InvalidArgumentError(f"cost figures of {where}: {key} must be {bound}, got {value!r:.40}")
+    return float(value)
+
+
 def from_figures(name: str, figures: dict[str, Any]) -> CostModel:
-    """The roofline of published figures (see the module docstring; every field is required):
-    accelerator `peak_flops`, `memory_bytes_per_s`, `host_bytes_per_s`; model `parameters`, `weight_bytes`,
-    `layers`, `heads`, `kv_heads`, `head_dim`, `kv_bytes_per_element`; efficiency `compute`, `memory`
-    (shares of the peaks a real engine reaches)."""
+    """The roofline of published figures (see the module docstring; every field is required, a finite
+    number above 0, the efficiencies at most 1): accelerator `peak_flops`, `memory_bytes_per_s`,
+    `host_bytes_per_s`; model `parameters`, `weight_bytes`, `layers`, `heads`, `kv_heads`, `head_dim`,
+    `kv_bytes_per_element`; efficiency `compute`, `memory` (shares of the peaks a real engine reaches)."""
     try:
         acc, model, eff = figures["accelerator"], figures["model"], figures["efficiency"]
-        flops = acc["peak_flops"] * eff["compute"]
-        bandwidth = acc["memory_bytes_per_s"] * eff["memory"]
-        kv_bytes = 2 * model["layers"] * model["kv_heads"] * model["head_dim"] * model["kv_bytes_per_element"]
-        per_token = 2 * model["parameters"] / flops  # a token through every linear layer
-        per_pair = 4 * model["layers"] * model["heads"] * model["head_dim"] / flops  # q.k and p.v
-        weights = model["weight_bytes"] / bandwidth  # one read of every weight
-        host = acc["host_bytes_per_s"]
-    except (KeyError, TypeError) as e:
-        raise InvalidArgumentError(f"cost figures of {name}: missing or malformed field {e}") from None
-    return CostModel(
-        name, weights, per_token, per_pair, weights, per_token, kv_bytes / bandwidth, kv_bytes, host
+        a = {k: _figure(acc, k, name) for k in ("peak_flops", "memory_bytes_per_s", "host_bytes_per_s")}
+        m = {k: _figure(model, k, name) for k in MODEL_FIGURES}
+        e = {k: _figure(eff, k, name, most=1.0) for k in ("compute", "memory")}
+    except (KeyError, TypeError) as err:
+        raise InvalidArgumentError(f"cost figures of {name}: missing or malformed field {err}") from None
+    flops, bandwidth = a["peak_flops"] * e["compute"], a["memory_bytes_per_s"] * e["memory"]
+    kv_bytes = 2 * m["layers"] * m["kv_heads"] * m["head_dim"] * m["kv_bytes_per_element"]
+    per_token = 2 * m["parameters"] / flops  # a token through every linear layer
+    per_pair = 4 * m["layers"] * m["heads"] * m["head_dim"] / flops  # q.k and p.v
+    weights = m["weight_bytes"] / bandwidth  # one read of every weight
+    cost = CostModel(
+        name,
+        weights,
+        per_token,
+        per_pair,
+        weights,
+        per_token,
+        kv_bytes / bandwidth,
+        kv_bytes,
+        a["host_bytes_per_s"],
     )
+    return checked(cost, f"cost figures of {name}")
+
+
+def checked(model: CostModel, where: str) -> CostModel:
+    """`model` when its clock is usable: every coefficient finite and non-negative, a prefill that costs
+    something (else every TTFT is 0), a host link above 0; else one line naming the term."""
+    terms = {
+        f: getattr(model, f)
+        for f in (*PREFILL_TERMS, *DECODE_TERMS, "kv_bytes_per_token", "host_bytes_per_s")
+    }
+    bad = [f"{f} = {v!r:.40}" for f, v in terms.items() if not (math.isfinite(v) and v >= 0)]
+    if bad:
+        raise InvalidArgumentError(f"{where}: every term must be a finite number >= 0; got {', '.join(bad)}")
+    if not any(terms[f] > 0 for f in PREFILL_TERMS):
+        raise InvalidArgumentError(f"{where}: p0, p1 and p2 are all 0: a prefill would cost nothing (TTFT 0)")
+    if terms["host_bytes_per_s"] <= 0:
+        raise InvalidArgumentError(f"{where}: host_bytes_per_s must be above 0 (the CPU tier's link)")
+    return model
 
 
 def load_cost(spec: str) -> CostModel:
@@ -148,14 +195,18 @@ def load_cost(spec: str) -> CostModel:
     if not isinstance(doc, dict):
         raise InvalidArgumentError(f"--cost {spec}: expected a JSON object")
     if "figures" in doc:
-        model = from_figures(doc.get("name", path.stem), doc["figures"])
+        model = from_figures(str(doc.get("name", path.stem)), doc["figures"])
         return CostModel(**{**asdict(model), "source": doc})
     fields = ("name", *PREFILL_TERMS, *DECODE_TERMS, "kv_bytes_per_token", "host_bytes_per_s")
     missing = [f for f in fields if f not in doc]
-    bad = [f for f in fields[1:] if f in doc and not isinstance(doc[f], (int, float))]
-    if missing or bad or any(doc[f] < 0 for f in fields[1:] if f not in missing + bad):
+    bad = [
+        f
+        for f in fields[1:]
+        if f in doc and (isinstance(doc[f], bool) or not isinstance(doc[f], (int, float)))
+    ]
+    if missing or bad:
         raise InvalidArgumentError(
             f"--cost {spec}: expected non-negative numbers {', '.join(fields[1:])} (or `figures`); "
             f"missing {missing or 'none'}, not numbers {bad or 'none'}"
         )
-    return CostModel(**{f: doc[f] for f in fields}, source=doc.get("source", {}))
+    return checked(CostModel(**{f: doc[f] for f in fields}, source=doc.get("source", {})), f"--cost {spec}")

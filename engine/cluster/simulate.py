@@ -8,6 +8,7 @@ The cache outcome depends on the order of arrivals and the routing only, so a ro
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from engine.cluster.replica import Replica, Served
 from engine.cluster.routers import ROUTERS, RouterSettings
 from engine.cluster.workload import Workload
 from engine.errors import InvalidArgumentError
+
+MAX_TIME_S = 1e12  # a float's step there is 0.12 ms
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,17 @@ class RunResult:
         }
 
 
+def check_load(workload: Workload, load: float) -> None:
+    """`load` when the arrival times divided by it stay where the simulated clock resolves a millisecond
+    (1e-308 sent them to infinity: NaN columns); else one line naming --load."""
+    latest = max(abs(r.time_s) for r in workload.requests) / load if load > 0 else math.inf
+    if not (math.isfinite(load) and load > 0 and latest <= MAX_TIME_S):
+        raise InvalidArgumentError(
+            f"--load {load:g}: the trace's arrival times divided by it reach {latest:.3g} s, over the "
+            f"{MAX_TIME_S:.0e} s within which the simulated clock resolves a millisecond: give a larger --load"
+        )
+
+
 def simulate(
     workload: Workload, router: str, replicas: int, config: ClusterConfig, cost: CostModel, load: float = 1.0
 ) -> RunResult:
@@ -93,6 +107,7 @@ def simulate(
             f"tokens at once; each replica's pool holds {config.pool_blocks}: give --pool-tokens at least "
             f"{workload.most_blocks * workload.block_size:,}"
         )
+    check_load(workload, load)
     pool = POOLS[config.eviction]
     reps = [
         Replica(

@@ -9,8 +9,9 @@ published. Two layouts:
   agent-traffic traces are published (its own block size).
 
 A request's `hash_ids` must cover its prompt: ceil(input_length / block size) ids (the last one of a
-partial block), and its prompt and output fill at most `MAX_REQUEST_BLOCKS` blocks (the replay holds them
-all while it serves the request); anything else is refused naming the line and field.
+partial block; at least one: a request without input tokens is refused), and its prompt and output fill at
+most `MAX_REQUEST_BLOCKS` blocks (the replay holds them all while it serves the request); anything else is
+refused naming the line and field.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def _request(row: Any, keys: tuple[str, str, str], time_unit: float, block: int)
     if not all(isinstance(h, int) and not isinstance(h, bool) and 0 <= h < 2**63 for h in ids):
         raise FieldError("hash_ids", "expected non-negative integer ids")
     n, out = token_count(row.get(n_in), n_in), token_count(row.get(n_out), n_out)
+    if n == 0:  # no prompt: nothing to cache, no first token to time
+        raise FieldError(n_in, "a request has at least 1 input token, got 0")
     if len(ids) != -(-n // block):
         raise FieldError(
             "hash_ids",

@@ -45,11 +45,12 @@ def read_text(path: Path, what: str = "trace file") -> str:
         raise TraceError(f"{what} {path} does not exist") from None
     except OSError as e:  # a symlink loop, no permission
         raise TraceError(f"{what} {path} cannot be read: {e.strerror or e}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # checked before fdopen, which raises on a folder
+        os.close(fd)
+        kind = next((name for test, name in NOT_REGULAR.items() if test(mode)), "not a regular file")
+        raise TraceError(f"{what} {path} is {kind}: give a regular file")
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        kind = next((name for test, name in NOT_REGULAR.items() if test(mode)), None)
-        if kind is not None or not stat.S_ISREG(mode):
-            raise TraceError(f"{what} {path} is {kind or 'not a regular file'}: give a regular file")
         try:
             return f.read().decode("utf-8-sig")
         except MemoryError:

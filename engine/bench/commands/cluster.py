@@ -12,6 +12,7 @@ request exactly as `replay --analyze` does (the same cached tokens, request by r
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -29,7 +30,7 @@ from engine.cli import docs_link
 from engine.cluster.costs import CostModel, load_cost
 from engine.cluster.pools import POOLS
 from engine.cluster.routers import ROUTERS, RouterSettings
-from engine.cluster.simulate import ClusterConfig, simulate
+from engine.cluster.simulate import ClusterConfig, check_load, simulate
 from engine.cluster.workload import Workload
 from engine.errors import InvalidArgumentError
 from engine.kv.pool import DEFAULT_CACHE_TOKENS
@@ -153,8 +154,10 @@ def pool_blocks(args: argparse.Namespace, workload: Workload) -> int:
     return blocks
 
 
-def cost_model(args: argparse.Namespace, out: Path) -> CostModel:
-    if args.calibrate:
+def cost_model(args: argparse.Namespace, out: Path, loaded: CostModel | None) -> CostModel:
+    """The `--cost` file `loaded`, else the model fitted here (`--calibrate`, saved in `out`)."""
+    model = loaded
+    if model is None:
         from engine.bench.harness.calibration import calibrate  # loads the model: only here
 
         model = calibrate(args)
@@ -163,8 +166,6 @@ def cost_model(args: argparse.Namespace, out: Path) -> CostModel:
             f"[cost model fitted to this machine, saved as {out / 'cost.json'} (pass it to --cost)]",
             file=sys.stderr,
         )
-    else:
-        model = load_cost(args.cost or DEFAULT_COST)
     if args.host_gb_s is not None:
         model = CostModel(**{**asdict(model), "host_bytes_per_s": args.host_gb_s * 1e9})
     return model
@@ -178,8 +179,11 @@ def main(args: argparse.Namespace) -> int:
     blocks = pool_blocks(args, workload)  # one pool size for every layout
     tier = args.cpu_tier_tokens // workload.block_size
     config = ClusterConfig(blocks, args.eviction, tier, settings(args), args.seed)
+    for w, load in itertools.product(workloads, args.load):
+        check_load(w, load)
+    loaded = None if args.calibrate else load_cost(args.cost or DEFAULT_COST)  # refused before the folder
     out = named_run_dir(args, f"cluster-{slug(Path(workload.name).stem)}")
-    cost = cost_model(args, out)
+    cost = cost_model(args, out, loaded)
     plan = [(w, r, n, x) for w in workloads for r in args.routers for n in args.replicas for x in args.load]
     results, runs = [], []
     for w, router, n, load in tqdm(plan, desc="cluster", unit="run"):

@@ -25,7 +25,7 @@ from engine.arguments import int_flag
 from engine.bench.args import add_run_args, open_engine
 from engine.bench.reporting.needle_report import summarize, write_needle
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
-from engine.bench.workloads.delivery_log import POSITIONS, DeliveryLog, build_log
+from engine.bench.workloads.delivery_log import MAX_FACTS, POSITIONS, DeliveryLog, build_log
 from engine.bench.workloads.delivery_questions import log_offset, messages, score
 from engine.cli import docs_link
 from engine.errors import ContextOverflowError, PromptError
@@ -197,7 +197,12 @@ def register(commands: argparse._SubParsersAction) -> None:
         metavar="POSITION",
         help=f"where the asked records sit (default: all of {' '.join(POSITIONS)})",
     )
-    parser.add_argument("--facts", type=int_flag(1, 64), default=8, help="asked records per log (default 8)")
+    parser.add_argument(
+        "--facts",
+        type=int_flag(1, MAX_FACTS),
+        default=8,
+        help=f"asked records per log, at most {MAX_FACTS} (their tub counts differ; default 8)",
+    )
     parser.add_argument(
         "--max-new-tokens", type=int_flag(1), default=24, help="greedy answer length (default 24)"
     )

@@ -23,9 +23,10 @@ from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
 from engine.bench.reporting.run_folder import add_out_args, check_out, named_run_dir, written
 from engine.cli import docs_link
-from engine.errors import EngineError, InvalidArgumentError, PromptError, TokenizerMissingError
+from engine.errors import EngineError, InvalidArgumentError, PromptError, TokenizerMissingError, TraceError
 from engine.loading.sources import resolve
 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
+from engine.traces.records import read_text
 from engine.viz.charts import grouped_bars
 
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "workloads" / "samples"
@@ -47,21 +48,27 @@ def load_named(name: str) -> PreTrainedTokenizerBase:
 
 
 def texts(files: list[str]) -> dict[str, tuple[str, str]]:
-    """kind -> (where it came from, text): the shipped samples, then `--files KIND=PATH` over them."""
+    """kind -> (where it came from, text): the shipped samples, then `--files KIND=PATH` over them (regular
+    files only, as replay reads traces: a FIFO would block, a device never ends; each kind once)."""
     out = {kind: (f"sample {name}", (SAMPLES_DIR / name).read_text()) for kind, name in SAMPLES.items()}
+    given: dict[str, str] = {}
     for spec in files:
         kind, sep, path = spec.partition("=")
-        if not sep or not kind.strip() or not path:
+        kind = kind.strip()
+        if not sep or not kind or not path:
             raise InvalidArgumentError(f"--files {spec!r}: give KIND=PATH, e.g. 'sql=queries.sql'")
+        if kind in given:
+            raise InvalidArgumentError(
+                f"--files: kind {kind!r} given twice ({given[kind]} and {path}): one file a kind"
+            )
+        given[kind] = path
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
-            raise PromptError(
-                f"--files {spec}: cannot read {path} as UTF-8 text ({e.__class__.__name__})"
-            ) from None
+            text = read_text(Path(path), f"--files {spec}:")
+        except TraceError as e:
+            raise PromptError(str(e)) from None
         if not text:
             raise PromptError(f"--files {spec}: {path} is empty")
-        out[kind.strip()] = (path, text)
+        out[kind] = (path, text)
     return out
 
 

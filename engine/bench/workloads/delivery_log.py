@@ -22,6 +22,8 @@ FLAVORS = (
     "mango vanilla chocolate pistachio lemon hazelnut strawberry coconut raspberry caramel mint stracciatella"
 ).split()
 TUBS = (1, 48)  # tub counts are drawn from this range, fillers and facts alike
+MAX_FACTS = TUBS[1] - TUBS[0] + 1  # the asked records' tub counts are distinct
+ORDERS = (1000, 9999)  # order numbers, distinct within a log
 FIRST_MINUTE = 6 * 60  # the log starts at 06:00 and runs one or two minutes per record (wrapping at 24:00)
 
 Count = Callable[[str], int]  # text -> tokens of the model's tokenizer
@@ -64,8 +66,12 @@ class DeliveryLog:
 
 def _records(rng: random.Random, n: int, used: set[str]) -> list[Record]:
     out = []
+    if len(used) + n > ORDERS[1] - ORDERS[0] + 1:
+        raise ValueError(
+            f"a log holds at most {ORDERS[1] - ORDERS[0] + 1:,} records (distinct order numbers)"
+        )
     while len(out) < n:
-        order = f"A-{rng.randint(1000, 9999)}"
+        order = f"A-{rng.randint(*ORDERS)}"
         if order in used:
             continue
         used.add(order)
@@ -88,6 +94,8 @@ def build_log(count: Count, length: int, position: str, facts: int, seed: int) -
     whatever other cells run."""
     if position not in POSITIONS:
         raise ValueError(f"unknown position {position!r}; choose from {', '.join(POSITIONS)}")
+    if not 1 <= facts <= MAX_FACTS:
+        raise ValueError(f"{facts} facts: between 1 and {MAX_FACTS} (their tub counts are distinct)")
     rng = random.Random(f"delivery-log {seed} {length} {position}")
     used: set[str] = set()
     asked: list[Record] = []

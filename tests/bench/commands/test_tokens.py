@@ -44,5 +44,5 @@ def test_missing_tokenizers_are_skipped_by_default_and_refused_by_name(tmp_path,
 def test_bad_files_are_one_line(tmp_path) -> None:
     with pytest.raises(InvalidArgumentError, match="give KIND=PATH"):
         tokens.texts(["sql"])
-    with pytest.raises(PromptError, match="cannot read"):
+    with pytest.raises(PromptError, match="does not exist"):
         tokens.texts([f"sql={tmp_path / 'missing.sql'}"])
