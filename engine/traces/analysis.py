@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tqdm import tqdm
@@ -24,6 +24,7 @@ from engine.prompts.regions import RenderedPrompt, common_prefix, marked_text
 from engine.traces.blocks import BlockChain
 from engine.traces.chains import previous_requests
 from engine.traces.envelope import SERVER
+from engine.traces.hidden_prefix import with_hidden
 from engine.traces.miss_reasons import Miss, TokenChange, changed_in, miss_reason
 from engine.traces.outcomes import recorded_outcome, rule_outcome, shared_blocks
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
@@ -127,6 +128,7 @@ class Analyzer:
             BlockChain(renderer.tokenizer) if any(r.name == "anthropic" for r in self.rules) else None
         )
         self.prompts: list[tuple[list[int], list[int]]] = []  # (prompt ids, reply ids) when kept
+        self.hidden: dict[str, int] = {}  # session -> hidden prefix tokens the hosted rules see
 
     def _rule_prompt(self, req: TraceRequest, ids: list[int], when: float, reply: list[int]) -> RulePrompt:
         chain = self.chain.chain(req) if self.chain is not None else ()
@@ -145,8 +147,13 @@ class Analyzer:
             req.cache_salt,
         )
 
-    def run(self, requests: Sequence[TraceRequest], keep_ids: bool = False) -> list[AnalyzedRequest]:
-        """Serve the requests in the order given (interleave sessions by time before calling this)."""
+    def run(
+        self, requests: Sequence[TraceRequest], keep_ids: bool = False, hidden: dict[str, int] | None = None
+    ) -> list[AnalyzedRequest]:
+        """Serve the requests in the order given (interleave sessions by time before calling this); `hidden`:
+        per session, the tokens of prompt the trace lacks, ahead of its messages for the hosted rules
+        (`engine.traces.hidden_prefix`)."""
+        self.hidden = dict(hidden or {})
         previous, following, times = previous_requests(requests), replies(requests), request_times(requests)
         pending = Counter(p for p in previous if p is not None)  # later requests still to continue each
         kept: dict[int, _Kept] = {}
@@ -198,7 +205,11 @@ class Analyzer:
         ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
         reply_ids = self.renderer.reply(req, prompt, reply, req.reply_cut) if reply is not None else []
         rp = self._rule_prompt(req, ids, when, reply_ids)
-        served = {"local": self.local.serve(rp)} | {r.name: r.serve(rp) for r in self.rules}
+        hidden = self.hidden.get(req.session, 0)
+        hosted = with_hidden(rp, hidden) if hidden else rp  # the whole prompt, as far as it is estimated
+        served = {"local": self.local.serve(rp)} | {
+            r.name: _whole(r.serve(hosted), len(hosted.token_ids)) for r in self.rules
+        }
         lcp = common_prefix(ids, before.before) if before is not None else len(ids)
         change = lcp if before is not None and lcp < len(before.before) else -1
         rendered = RenderedPrompt(ids, prompt.text, self.renderer.regions(req, prompt, ends))
@@ -211,7 +222,9 @@ class Analyzer:
             shared = (
                 None
                 if before is None
-                else (shared_blocks(rp.chain, before.prompt.chain) if rule.name == "anthropic" else lcp)
+                else shared_blocks(hosted.chain, before.prompt.chain)
+                if rule.name == "anthropic"
+                else lcp + (hidden if rule is not self.local else 0)
             )
             prior = before.served.get(rule.name) if before is not None else None
             outcome = rule_outcome(served[rule.name], prior, len(ids), shared, rule.unit)
@@ -246,7 +259,12 @@ class Analyzer:
             token_change=tokens,
             unanswered=req.unanswered,
         )
-        return record, _Kept(ids + reply_ids[:-1], rp, served), (prompt, ends)
+        return record, _Kept(ids + reply_ids[:-1], hosted, served), (prompt, ends)
+
+
+def _whole(served: Served, prompt_tokens: int) -> Served:
+    """A hosted rule's answer with the prompt size it saw (hidden prefix included) where it gives none."""
+    return served if served.prompt_tokens is not None else replace(served, prompt_tokens=prompt_tokens)
 
 
 def _usage_only(req: TraceRequest, when: float, turn: int) -> AnalyzedRequest:

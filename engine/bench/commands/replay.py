@@ -71,6 +71,14 @@ def register(commands: Any) -> None:
     )
     p.add_argument("--rules", default=None, help=f"with --analyze: cache rules to compare (default {ALL})")
     p.add_argument(
+        "--hidden-prefix-tokens",
+        type=int_flag(1),
+        default=None,
+        metavar="N",
+        help="with --analyze: the system prompt and tools a transcript lacks are N tokens (default: each "
+        "session's first recorded cache read)",
+    )
+    p.add_argument(
         "--pressure",
         action="store_true",
         help="with --analyze: local cache hit rate against capacity (to --cache-tokens), per eviction policy",
@@ -130,8 +138,10 @@ def main(args: argparse.Namespace) -> int:
         )
     if args.analyze:
         return run_analysis(args, requests, rule_names(args.rules or ALL), inputs.notes)
-    if args.rules is not None or args.pressure:
-        raise TraceError("--rules and --pressure are analyses without a model: add --analyze")
+    if args.rules is not None or args.pressure or args.hidden_prefix_tokens is not None:
+        raise TraceError(
+            "--rules, --pressure and --hidden-prefix-tokens are analyses without a model: add --analyze"
+        )
     if not all(r.messages for r in requests):
         raise TraceError(
             "these traces hold usage only for some requests (no content to replay): add --analyze"

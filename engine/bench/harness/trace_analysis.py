@@ -39,6 +39,8 @@ from engine.loading.sources import ModelSource, resolve
 from engine.runtime.identity import identity
 from engine.runtime.loader import with_tokenizer
 from engine.traces.analysis import AnalyzedRequest, Analyzer
+from engine.traces.hidden_prefix import estimate
+from engine.traces.hidden_prefix import notes as hidden_notes
 from engine.traces.pressure import PressurePoint, capacities, sweep
 from engine.traces.providers.local import LocalRule
 from engine.traces.providers.registry import HOSTED, LOCAL
@@ -97,7 +99,8 @@ def run_analysis(
     source, dtype, device, num_blocks = setup.source, setup.dtype, setup.device, setup.num_blocks
     context = setup.context
     analyzer = setup.analyzer()
-    records = analyzer.run(requests, keep_ids=args.pressure)
+    hidden = estimate(requests, getattr(args, "hidden_prefix_tokens", None))
+    records = analyzer.run(requests, keep_ids=args.pressure, hidden={s: h.tokens for s, h in hidden.items()})
     over = sum(1 for r in records if LOCAL in r.served and r.served[LOCAL].why_none)
     if over:
         print(
@@ -119,7 +122,7 @@ def run_analysis(
         "context_tokens": context,
         "over_context_requests": over,
     }
-    plots, notes = _plots(records, rules, pressure, out, name), list(notes or [])
+    plots, notes = _plots(records, rules, pressure, out, name), [*(notes or []), *hidden_notes(hidden)]
     timelines, left = plot_timelines(records, out)
     plots += [(f, f"cached share over time, {f[9:-4]}") for f in timelines]
     if left:
