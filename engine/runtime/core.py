@@ -68,6 +68,9 @@ class EngineCore(LoadedModel):
         self._salts = itertools.count()  # private requests' own salts
         self._ready: list[StepOutput] = []
         self._lock = threading.RLock()
+        # Seconds owed to steps without a prompt chunk: a step that computed one while others decoded or
+        # waited sets it to its own duration, and steps holding prefills pay it back (engine/runtime/scheduler.py).
+        self._prefill_debt_s = 0.0
         # Called from `step` with (request id, cached tokens) when a request is first admitted (its prefix
         # looked up), before that step's forward: a server opens the request's stream then.
         self.on_admitted: Callable[[str, int], None] | None = None
@@ -168,7 +171,8 @@ class EngineCore(LoadedModel):
         # One synchronization per step, the sampled tokens' transfer: scheduling and lookup are host work
         # (host clock), and the forward's end is a mark on the device's queue, resolved after it.
         t0 = time.perf_counter()
-        scheduled = self.scheduler.schedule()
+        hold = self._prefill_debt_s > 0 and self.scheduler.waiting_or_decoding()
+        scheduled = self.scheduler.schedule(hold_prefills=hold)
         t_lookup = time.perf_counter()
         for req in scheduled.admitted:
             if req.admitted is None:  # the first admission: what the prompt got from the cache
@@ -198,7 +202,16 @@ class EngineCore(LoadedModel):
                 outputs.append(self._append(req, token, logits[i], t_forward, t_sampled))
             except Exception as error:  # noqa: BLE001 - the request fails alone; the step goes on
                 outputs.append(self._fail(req, error))
+        self._pay_prefill_debt(scheduled.work, time.perf_counter() - t0)
         return outputs
+
+    def _pay_prefill_debt(self, work: list[tuple[Request, int]], elapsed_s: float) -> None:
+        """After a step: one that computed a prompt chunk (more than one token) is owed its duration in steps
+        without one while other requests decode or wait; any other step pays its duration back."""
+        if any(n > 1 for _, n in work):
+            self._prefill_debt_s = elapsed_s if self.scheduler.waiting_or_decoding() else 0.0
+        else:
+            self._prefill_debt_s = max(0.0, self._prefill_debt_s - elapsed_s)
 
     @serialized
     def abort(self, request_id: str) -> bool:

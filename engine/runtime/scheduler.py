@@ -7,6 +7,11 @@ request in flight published a step before) while the step has token budget (`max
 room (`max_num_seqs`). A request gets as many of its pending tokens as the budget leaves: long prompts are
 prefilled in chunks across steps, beside the other requests' decode tokens.
 
+A step may hold prefills (`schedule(hold_prefills=True)`: the engine asks for it after a step that computed a
+prompt chunk while other requests decoded or waited, until as much time went to steps without one): running
+requests still computing their prompt sit that step out, so requests that decode, and short requests just
+admitted, run at their own pace beside a long prefill instead of one token per chunk.
+
 Every request's K/V live in the pool's blocks. A private request (cache off) is admitted on the same path
 under a salt of its own (`Request.salt`): its lookup misses, its blocks are hashed but never entered, so it
 reads nothing cached, publishes nothing and leaves its blocks empty; it evicts a cached block only when no
@@ -63,11 +68,21 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def schedule(self) -> ScheduledStep:
+    def waiting_or_decoding(self) -> bool:
+        """Whether any request would wait for a step that computes a long prompt chunk: one queued, or one
+        running that decodes (its prompt computed)."""
+        return bool(self.waiting) or any(r.seq.num_kv >= r.seq.num_prompt for r in self.running)
+
+    def schedule(self, hold_prefills: bool = False) -> ScheduledStep:
+        """The next step's batch; with `hold_prefills`, running requests still computing their prompt are left
+        out of it (unless nothing else would run)."""
         step, budget = ScheduledStep(), self.max_num_batched_tokens
         i, short = 0, False
         while i < len(self.running) and budget > 0:
             req = self.running[i]
+            if hold_prefills and req.seq.num_kv < req.seq.num_prompt:
+                i += 1
+                continue
             n = min(req.pending, budget)
             if not self._make_room(i, req.seq.num_kv + n, step):
                 short = True  # preempted, or waits for room: nothing after it is placed in this step
@@ -87,6 +102,8 @@ class Scheduler:
             step.admitted.append(req)
             step.work.append((req, n))
             budget -= n
+        if hold_prefills and not step.work and not step.preempted:
+            return self.schedule()
         return step
 
     def finish(self, req: Request) -> None:

@@ -112,6 +112,29 @@ def test_a_long_prompt_is_prefilled_in_chunks_beside_decoding(tiny_dir, load, ca
     )
 
 
+def test_a_short_request_decodes_at_its_pace_while_a_long_prefill_runs(tiny_dir, load, cache_tol) -> None:
+    # the long prompt is admitted first and computes a chunk per step; the short one, sent beside it, is
+    # admitted at once and decodes in the steps between the chunks (which hold the long prefill)
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024, prefill_chunk=32)
+    long, short = tokens(600, 32), tokens(12, 33)
+    b = e.add_request(long, max_new_tokens=2, return_logits=True)
+    e.step()  # the long prompt's first chunk
+    a = e.add_request(short, max_new_tokens=8, return_logits=True)
+    done, order, steps = {}, [], 0
+    while e.has_unfinished() and steps < 200:  # bounded: 19 chunks and 10 tokens
+        steps += 1
+        outs = e.step()
+        order += [o.request_id for o in outs]
+        done |= {o.request_id: o.generation for o in outs if o.finished}
+    assert order[:8] == [a] * 8  # the short reply was done before the long prompt's first token
+    assert done[b].usage.prompt_tokens == 600 and len(done[a].token_ids) == 8
+    ref = solo(load, tiny_dir("qwen2"), [short, long], max_new_tokens=8)
+    assert_same_greedy_run(done[a].token_ids, done[a].logits, ref[0].token_ids, ref[0].logits, cache_tol)
+    assert_same_greedy_run(
+        done[b].token_ids, done[b].logits, ref[1].token_ids[:2], ref[1].logits[:2], cache_tol
+    )
+
+
 def test_preemption_under_a_small_pool_keeps_every_result(tiny_dir, load, cache_tol) -> None:
     prompts = [tokens(40, 40 + i) for i in range(4)]
     small = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=10 * BS)  # room for about two at a time
