@@ -74,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
         "--default-max-tokens",
         type=int_flag(1),
         default=1024,
-        help="max_tokens of an OpenAI request that sets none (default 1024, less if the context is shorter)",
+        help="max_tokens of a Chat Completions request that sets none (default 1024, less if the context is "
+        "shorter; a Responses request without max_output_tokens runs to the context's end)",
     )
     p.add_argument(
         "--max-tokens-cap",

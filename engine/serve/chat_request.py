@@ -30,7 +30,7 @@ class ChatRequest:
     messages: list[Message]
     tools: list[dict[str, Any]] | None
     parse_tools: bool  # tools were given and tool_choice allows calls: parse the output for them
-    max_tokens: int | None  # None: the server's default, cut to the context left after the prompt
+    max_tokens: int | None  # None: the server's default (or the context's end), cut to the context left
     temperature: float
     top_p: float
     seed: int | None
@@ -46,6 +46,7 @@ class ChatRequest:
     tool_format: str = HERMES  # the format the model's template teaches (engine/prompts/chat.py)
     notes: dict[str, Any] = field(default_factory=dict)  # what parsing noted, for the `kvtestbed` object
     clamp_max_tokens: bool = False  # a max_tokens over what the context leaves is clamped (else refused)
+    default_max_tokens: bool = True  # no max_tokens: the server's default; False: up to the context's end
     continue_final: bool = False  # the last message is assistant text that the answer continues (a prefill)
 
     def mark_submitted(self) -> None:

@@ -96,7 +96,7 @@ class Preparer:
             len(prompt.ids),
             req.max_tokens,
             self.context,
-            self.default_max_tokens,
+            self.default_max_tokens if req.default_max_tokens else None,
             self.max_tokens_cap,
             req.clamp_max_tokens,
         )

@@ -130,6 +130,7 @@ def parse_responses_request(
         client=client,
         request_id=new_id("resp_"),
         clamp_max_tokens=True,
+        default_max_tokens=False,  # OpenAI sets no default: a reply may run to the context's end
         notes=notes,
     )
 

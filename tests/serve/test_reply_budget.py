@@ -9,10 +9,18 @@ from engine.errors import ContextOverflowError
 from engine.serve.reply_budget import Budget, reply_budget
 
 
-def test_unasked_is_the_default_or_what_is_left() -> None:
-    assert reply_budget(100, None, 8192, 1024, None, False) == Budget(1024)
-    assert reply_budget(8000, None, 8192, 1024, None, False) == Budget(192)
-    assert reply_budget(100, None, 8192, 1024, 16, True) == Budget(16)
+def test_unasked_is_the_default_or_what_is_left_and_the_limit_is_reported() -> None:
+    unasked = {"asked": None, "granted": 1024, "by": "--default-max-tokens"}
+    assert reply_budget(100, None, 8192, 1024, None, False) == Budget(1024, unasked)
+    assert reply_budget(8000, None, 8192, 1024, None, False) == Budget(192)  # the context's end
+    capped = {"asked": None, "granted": 16, "by": "--max-tokens-cap"}
+    assert reply_budget(100, None, 8192, 1024, 16, True) == Budget(16, capped)
+
+
+def test_unasked_without_a_default_runs_to_the_context_end_under_the_cap() -> None:
+    assert reply_budget(100, None, 8192, None, None, True) == Budget(8092)
+    capped = {"asked": None, "granted": 500, "by": "--max-tokens-cap"}
+    assert reply_budget(100, None, 8192, None, 500, True) == Budget(500, capped)
 
 
 def test_asked_is_clamped_to_the_context_where_the_api_allows_it() -> None:

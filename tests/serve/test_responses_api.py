@@ -5,13 +5,18 @@ tools and all) and refusals in OpenAI's error shape."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
+import engine
+from engine.serve.app import build_state
 from tests.serve.clients import MODEL, WEATHER, openai_client
 from tests.serve.conftest import Server, http
+from tests.serve.in_process import serving
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agents"
 SHORT = {"max_output_tokens": 8, "temperature": 0}
@@ -84,3 +89,19 @@ def test_refusals_name_the_field(smollm2_server: Server) -> None:
     assert reply.status == 400 and reply.json()["error"]["param"] == "text.format.type"
     reply = http("POST", url, {"model": MODEL, "input": [{"type": "item_reference", "id": "x"}]})
     assert reply.status == 400 and reply.json()["error"]["param"] == "input[0].type"
+
+
+def test_no_max_output_tokens_runs_to_the_context_end_under_the_reported_cap(
+    tiny_dir: Callable[..., Path],
+) -> None:
+    """A Responses request without max_output_tokens is not cut at --default-max-tokens (OpenAI has no
+    default) but the server's cap still applies, and says so; a Chat Completions request without max_tokens
+    gets the default, reported too."""
+    model = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=2048)
+    with serving(build_state(model, ["tiny"], default_max_tokens=2, max_tokens_cap=6)) as server:
+        ask = {"model": "tiny", "input": "Tell me about lighthouses.", "temperature": 0}
+        reply = httpx.post(f"{server.url}/v1/responses", json=ask, timeout=120).json()
+        assert reply["kvtestbed"]["max_tokens"] == {"asked": None, "granted": 6, "by": "--max-tokens-cap"}
+        chat = {"model": "tiny", "messages": [{"role": "user", "content": "Hi."}], "temperature": 0}
+        reply = httpx.post(f"{server.url}/v1/chat/completions", json=chat, timeout=120).json()
+        assert reply["kvtestbed"]["max_tokens"] == {"asked": None, "granted": 2, "by": "--default-max-tokens"}
