@@ -91,6 +91,7 @@ class EngineCore(LoadedModel):
         return_logits: bool = False,
         ignore_eos: bool = False,
         request_id: str | None = None,
+        forced: Sequence[int] | None = None,
     ) -> str:
         """Queue a request; its id. Checked here: arguments, the model's context, and that the pool could
         ever hold it (a request that fits waits, or preempts, for room). `cache=False` (or an engine loaded
@@ -98,7 +99,8 @@ class EngineCore(LoadedModel):
         published, and it evicts a cached block only when no empty one is left (the cold arm of a cache
         measurement, which then differs from the warm one only in the hit).
         `cache_salt` isolates tenants: blocks hashed under one salt never serve another. `ignore_eos` decodes
-        exactly max_new_tokens tokens (for benchmarks that fix output lengths)."""
+        exactly max_new_tokens tokens (for benchmarks that fix output lengths). `forced`: a scripted reply, its
+        tokens appended in place of the sampled ones, step by step (each forward runs as for a sampled reply)."""
         params = SamplingParams.checked(
             max_new_tokens, temperature, top_p, seed, stop, return_logits, ignore_eos
         )
@@ -112,9 +114,12 @@ class EngineCore(LoadedModel):
         salt = string("cache_salt", cache_salt)
         seq = SequenceState(list(encoded.ids), salt=f"\0private:{next(self._salts)}" if private else salt)
         times = (now(self.device), encoded.render_s, encoded.tokenize_s)
-        return self._enqueue(
-            Request(rid, seq, params, times[0], private, *times[1:], generator, decode=self._text)
-        )
+        req = Request(rid, seq, params, times[0], private, *times[1:], generator, decode=self._text)
+        if forced is not None:
+            if not forced:
+                raise InvalidArgumentError("forced: a scripted reply needs at least one token")
+            req.forced = tuple(self.prompts.encode(list(forced)).ids)  # checked as a prompt's ids are
+        return self._enqueue(req)
 
     @serialized
     def add_prefilled(
@@ -199,7 +204,7 @@ class EngineCore(LoadedModel):
             try:
                 if token is None:
                     raise NumericalError(NON_FINITE)
-                outputs.append(self._append(req, token, logits[i], t_forward, t_sampled))
+                outputs.append(self._append(req, req.next_token(token), logits[i], t_forward, t_sampled))
             except Exception as error:  # noqa: BLE001 - the request fails alone; the step goes on
                 outputs.append(self._fail(req, error))
         self._pay_prefill_debt(scheduled.work, time.perf_counter() - t0)

@@ -96,6 +96,9 @@ class Request:
     text: str = ""
     decode: Callable[[list[int]], str] | None = None  # generated ids -> text (None: no tokenizer)
     error: Exception | None = None  # why the request failed alone (finish_reason "error")
+    # Scripted tokens: the i-th generated token is forced[i] whatever was sampled (every step's forward still
+    # runs, so its timings and K/V are the engine's); it ends, as a reply does, at EOS or its last token.
+    forced: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         self.detokenizer = IncrementalDetokenizer(self.decode)
@@ -114,6 +117,10 @@ class Request:
     @property
     def num_generated(self) -> int:
         return len(self.seq) - self.seq.num_prompt
+
+    def next_token(self, sampled: int) -> int:
+        """The token this step appends: the sampled one, or the script's."""
+        return sampled if self.forced is None else self.forced[self.num_generated]
 
     def accept(self, token: int, is_eos: bool, logits: torch.Tensor, t_forward: float, t: float) -> str:
         """Record a sampled token and finish the request at EOS, a stop string or its length limit; the text
@@ -135,6 +142,8 @@ class Request:
                 self.finish_reason = "stop"
             elif self.num_generated >= self.params.max_new_tokens:
                 self.finish_reason = "length"
+            elif self.forced is not None and self.num_generated >= len(self.forced):
+                self.finish_reason = "stop"
             end = len(self.decoded) - (0 if self.finish_reason is not None else self.stops.partial)
         delta = self.decoded[len(self.text) : end]  # only the new characters: linear in the reply
         self.text += delta

@@ -28,6 +28,7 @@ from engine.serve.browser import LOOPBACK_HOSTS, allowed_host, cors_origin
 from engine.serve.kv_flags import CARRIES, add_kv_event_args, banner, kv_publisher, vllm_hash
 from engine.serve.kv_streams import split_salt
 from engine.serve.recorder import Recorder
+from engine.serve.scripted_replies import ReplyScript, parse_replies
 from engine.serve.shutdown import DrainingServer
 
 KEY_VARIABLE = "KVTESTBED_API_KEY"
@@ -121,8 +122,24 @@ def parser() -> argparse.ArgumentParser:
         help="a web origin (http://host:port) whose pages may call the API from a browser (repeatable; '*' any). "
         "Default: none, and no CORS headers are sent",
     )
+    p.add_argument(
+        "--replies",
+        type=replies_flag,
+        default=None,
+        metavar="model|agent|script:FILE",
+        help="who writes the replies: the model (default); `agent`: a scripted harmless tool call of a tool "
+        "the client offers, then a short answer; `script:FILE`: a JSON Lines file of replies. Scripted "
+        "tokens are forced through the engine (real prefill and decode steps) and reported as scripted",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
+
+
+def replies_flag(value: str) -> ReplyScript | None:
+    try:
+        return parse_replies(value)
+    except InvalidArgumentError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"--replies {value}: ")) from None
 
 
 def flag(parse: Callable[[str], str]) -> Callable[[str], str]:
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens_cap=args.max_tokens_cap,
         keepalive_s=args.keepalive_s,
         isolate_cache=args.isolate_cache,
+        replies=args.replies,
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}"
@@ -212,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         f"  Anthropic: base_url={url}         (export ANTHROPIC_BASE_URL={url})\n"
         f"  page: {url}/{'#key=<your key>' if api_key else ''}   metrics: {url}/metrics"
         + (f"   recording to {args.record}" if recorder else "")
-        + (banner(publisher, args) if publisher else ""),
+        + (banner(publisher, args) if publisher else "")
+        + (f"\n  replies: scripted ({args.replies.name}), forced through the engine" if args.replies else ""),
         flush=True,
     )
     if remote_events:

@@ -50,6 +50,7 @@ from engine.serve.processing import Processor
 from engine.serve.recorder import Recorder
 from engine.serve.response_store import ResponseStore
 from engine.serve.responses_request import parse_responses_request
+from engine.serve.scripted_replies import ReplyScript
 from engine.serve.shutdown import Drain
 from engine.serve.streaming import sse
 from engine.serve.worker import EngineWorker, Load
@@ -94,13 +95,14 @@ def build_state(
     keepalive_s: float = 5.0,
     isolate_cache: bool = False,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    replies: ReplyScript | None = None,
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
     if api_key is not None and not api_key.strip():
         raise InvalidArgumentError("the API key is empty: give a key, or None to serve without one")
     metrics, page = Metrics(names[0]), RequestLog()
-    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache)
+    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache, replies)
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting_now))
     metrics.cache(engine.cache_stats())
     if recorder is not None:

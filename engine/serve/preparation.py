@@ -32,6 +32,7 @@ from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify, token_array
 from engine.serve.page import RequestLog
 from engine.serve.reply_budget import reply_budget, too_long
+from engine.serve.scripted_replies import ReplyScript
 from engine.serve.sessions import SessionMatch, SessionStore
 from engine.serve.worker import Finished
 from engine.traces.rendering import TraceRenderer
@@ -55,6 +56,7 @@ class Prepared:
     render_s: float
     tokenize_s: float
     done: float  # perf_counter when preparation ended
+    forced: list[int] | None = None  # a scripted reply's tokens (--replies), forced through the engine
 
 
 class Preparer:
@@ -66,8 +68,9 @@ class Preparer:
         default_max_tokens: int,
         max_tokens_cap: int | None = None,
         isolate_cache: bool = False,
+        replies: ReplyScript | None = None,
     ) -> None:
-        self.engine, self.metrics, self.page = engine, metrics, page
+        self.engine, self.metrics, self.page, self.replies = engine, metrics, page, replies
         self.default_max_tokens, self.max_tokens_cap = default_max_tokens, max_tokens_cap
         self.isolate_cache = isolate_cache
         self.context = engine.config.max_position_embeddings
@@ -109,8 +112,13 @@ class Preparer:
             self.renderer.encoder.remember(key, prompt, most=TOKENIZER_SESSIONS)
         scope = hashlib.sha256(client.identity.encode()).hexdigest()[:16] if self.isolate_cache else None
         salt = req.model if scope is None else f"{req.model}\0{scope}"
+        forced = None
+        if self.replies is not None:  # the script's reply, as the model would emit its tokens, to the budget
+            reply = self.replies.reply(req.messages, req.tools)
+            forced = self.renderer.reply(trace, prompt, reply, keep=False)[:max_new]
+        t3 = time.perf_counter()
         return Prepared(
-            trace, prompt, max_new, match, salt, scope, t0 - req.submitted_clock, t1 - t0, t2 - t1, t2
+            trace, prompt, max_new, match, salt, scope, t0 - req.submitted_clock, t1 - t0, t2 - t1, t3, forced
         )
 
     def count_tokens(self, req: ChatRequest) -> int:
@@ -198,6 +206,8 @@ class Preparer:
         report = build_report(
             req, p.match, gen, analysis, rendered, self.engine.tokenizer, block_size, timing, p.cache_scope
         ) | {"aborted": kv_tokens is not None}
+        if self.replies is not None:
+            report["scripted_reply"] = self.replies.name  # the model's sampling did not choose the tokens
         self.page.add(page_entry(req, report, rendered))
         if kv_tokens is None:
             self.metrics.first_token(

@@ -111,6 +111,7 @@ class Processor:
                 req.stop,
                 cache_salt=p.cache_salt,  # each served model name (and isolated client) its own namespace
                 request_id=req.request_id,
+                forced=p.forced,
             )
         except Exception as e:  # noqa: BLE001
             self._end(job, self._failed(job, e), "failed", waiting=True)

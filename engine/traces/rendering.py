@@ -38,11 +38,14 @@ class TraceRenderer:
         chat = render_chat(self.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
         return self.encoder.encode(chat.text, req.session, literal=chat.literal)
 
-    def reply(self, req: TraceRequest, prompt: TokenizedText, reply: Message, cut: bool = False) -> list[int]:
+    def reply(
+        self, req: TraceRequest, prompt: TokenizedText, reply: Message, cut: bool = False, keep: bool = True
+    ) -> list[int]:
         """The reply's tokens as a model would emit them (as the replay teacher-forces them): through the
-        end-of-turn token, or without it when the reply was `cut` at its token limit (none was generated)."""
+        end-of-turn token, or without it when the reply was `cut` at its token limit (none was generated).
+        `keep`: the rendering becomes the session's last text for the incremental tokenizer."""
         chat = render_chat(self.tokenizer, [*req.messages, reply], req.tools, add_generation_prompt=False)
-        full = self.encoder.encode(chat.text, req.session, literal=chat.literal)
+        full = self.encoder.encode(chat.text, req.session, keep=keep, literal=chat.literal)
         tail = reply_tail(prompt.ids, full.ids, self.eos_ids)
         if tail is None:
             content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids

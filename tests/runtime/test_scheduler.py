@@ -233,3 +233,23 @@ def test_preemption_never_takes_a_request_already_in_the_step() -> None:
     step = sched.schedule()
     assert step.work == [(a, 1), (p, 1)] and step.preempted == [c]
     assert len(p.seq.block_table) == 3 and not c.seq.block_table
+
+
+def test_a_forced_reply_runs_every_decode_step_and_caches_like_a_sampled_one(
+    tiny_dir, load, cache_tol
+) -> None:
+    """A scripted reply's tokens replace the sampled ones step by step: the request ends at its last token (or
+    EOS), its logits are those a teacher-forced prefill gives, and its K/V serve the next turn."""
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    prompt, script = tokens(40, 80), tokens(30, 81)
+    got = e.generate(prompt, max_new_tokens=100, forced=script, return_logits=True)
+    assert got.token_ids == script and got.finish_reason == "stop" and len(got.logits) == 30
+    assert got.timing.decode_s > 0 and len(got.timing.inter_token_s) == 29  # 29 real decode steps
+    ref = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    last = ref.generate(prompt + script[:-1], max_new_tokens=1, return_logits=True, cache=False)
+    assert (got.logits[-1] - last.logits[0]).abs().max().item() <= cache_tol
+    follow = e.generate(prompt + script + tokens(5, 82), max_new_tokens=1)
+    assert follow.usage.cached_tokens == (len(prompt) + len(script) - 1) // BS * BS
+    assert e.generate(prompt, max_new_tokens=3, forced=script).token_ids == script[:3]  # the limit holds
+    with pytest.raises(InvalidArgumentError, match="at least one token"):
+        e.add_request(prompt, forced=[])
