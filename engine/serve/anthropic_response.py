@@ -3,7 +3,13 @@
 blocks past it, which this request wrote), and the SSE stream in the documented event order
 (`message_start`, `content_block_start` / `_delta` / `_stop` per block, `message_delta`, `message_stop`).
 The `kvtestbed` object rides on the message, or on the stream's `message_delta` event (which carries the
-final usage)."""
+final usage).
+
+Keep-alives: SSE comments before `message_start` (sent at admission), then content events, not `ping`:
+Claude Code's stream watchdog (`CLAUDE_STREAM_IDLE_TIMEOUT_MS`, at least 300 s) is reset by every event but
+`ping`. A keep-alive opens a text block (`content_block_start`, empty text) and then sends empty deltas in
+the open block (`text_delta` or `input_json_delta` ""); a reply that then turns out to be a tool call leaves
+that text block empty. A message's other counts (usage, cost) are unchanged: no extra `message_delta`."""
 
 from __future__ import annotations
 
@@ -84,6 +90,13 @@ class _Blocks:
         use = {"type": "tool_use", "id": new_id("toolu_"), "name": piece.name, "input": {}}
         return self._open("tool_use", use)
 
+    def keep_alive(self) -> str:
+        """An event that changes nothing the client keeps: a text block opened empty, else an empty delta."""
+        if self.kind == "":
+            return self._open("text", {"type": "text", "text": ""})
+        kind, key = ("text_delta", "text") if self.kind == "text" else ("input_json_delta", "partial_json")
+        return _event("content_block_delta", index=self.index, delta={"type": kind, key: ""})
+
     def _open(self, kind: str, block: dict[str, Any]) -> str:
         closing = self.close()
         self.index, self.kind = self.index + 1, kind
@@ -108,7 +121,7 @@ async def stream(
     started = False  # message_start is out: keep-alives are `ping` events from then on
     async for event in events:
         if isinstance(event, KeepAlive):
-            yield _event("ping") if started else KEEP_ALIVE_COMMENT
+            yield blocks.keep_alive() if started else KEEP_ALIVE_COMMENT
         elif isinstance(event, Admitted):
             yield _start(req, event.prompt_tokens, event.cached_tokens, block_size)
             started = True

@@ -23,7 +23,16 @@ from tests.serve.in_process import Gate, InProcess, serving
 MODEL = "tiny"
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Tell me about lighthouses."}]}
 KEEP_ALIVE = [": keep-alive"]
-PING = ["event: ping", 'data: {"type": "ping"}']
+# Anthropic's keep-alives once the message started: a text block opened empty, then empty deltas in it (Claude
+# Code's stream watchdog is reset by every event but `ping`)
+TEXT_OPENED = [
+    "event: content_block_start",
+    'data: {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}',
+]
+EMPTY_DELTA = [
+    "event: content_block_delta",
+    'data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": ""}}',
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,25 +84,29 @@ def stream(server: InProcess, path: str, **extra: Any) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("path", "opening", "keep_alive", "last"),
+    ("path", "opening", "keep_alives", "last"),
     [
-        ("/v1/chat/completions", ['"role": "assistant"'], KEEP_ALIVE, ["data: [DONE]"]),
+        ("/v1/chat/completions", ['"role": "assistant"'], [KEEP_ALIVE] * 3, ["data: [DONE]"]),
         (
             "/v1/messages",
             ["event: message_start"],
-            PING,
+            [TEXT_OPENED, EMPTY_DELTA, EMPTY_DELTA],
             ["event: message_stop", 'data: {"type": "message_stop"}'],
         ),
         (
             "/v1/responses",
             ["event: response.created", "event: response.in_progress"],
-            ["event: keepalive"],
+            [["event: keepalive"]] * 3,
             ["event: response.incomplete"],
         ),
     ],
 )
 def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
-    gated: tuple[InProcess, Gate], path: str, opening: list[str], keep_alive: list[str], last: list[str]
+    gated: tuple[InProcess, Gate],
+    path: str,
+    opening: list[str],
+    keep_alives: list[list[str]],
+    last: list[str],
 ) -> None:
     server, gate = gated
     gate.close()
@@ -105,10 +118,10 @@ def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
             assert opening[0] in "\n".join(first) and all(b == KEEP_ALIVE for b in before)
             assert all(event in "\n".join(blocks.next()) for event in opening[1:])
             assert gate.held.wait(60) and not gate.opened.is_set()  # admitted; its prefill has not run
-            held = [blocks.next()[: len(keep_alive)] for _ in range(3)]  # (a keepalive's data: its number)
-            assert held == [keep_alive] * 3  # while the prefill is held
+            held = [blocks.next()[: len(k)] for k in keep_alives]  # (a keepalive's data: its number)
+            assert held == keep_alives  # while the prefill is held
             gate.open()
-            rest = [b for b in blocks.rest() if b[: len(keep_alive)] != keep_alive]
+            rest = [b for b in blocks.rest() if b[: len(keep_alives[-1])] != keep_alives[-1]]
     finally:
         gate.open()
     assert rest[-1][: len(last)] == last and len(rest) >= 4  # the tokens came after
