@@ -16,6 +16,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import CausalBias
 
 from engine.model import attention
 from engine.model.attention.torch_sdpa import TorchBackend
@@ -26,8 +27,14 @@ def fused_layout(sdpa: Callable[..., torch.Tensor]) -> Callable[..., torch.Tenso
     and memory-efficient kernels return it."""
 
     @functools.wraps(sdpa)
-    def wrapped(*args: object, **kwargs: object) -> torch.Tensor:
-        return sdpa(*args, **kwargs).transpose(-3, -2).contiguous().transpose(-3, -2)
+    def wrapped(
+        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: object = None, **kwargs: object
+    ) -> torch.Tensor:
+        if isinstance(attn_mask, CausalBias):  # its own dispatch, which looks for SDPA by identity
+            out = CausalBias._dispatch(q, k, v, attn_mask, **kwargs)
+        else:
+            out = sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+        return out.transpose(-3, -2).contiguous().transpose(-3, -2)
 
     return wrapped
 

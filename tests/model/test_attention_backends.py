@@ -5,9 +5,14 @@ by device and installation, saying why."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import CausalBias
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from engine.errors import DeviceError
 from engine.kv.pool import KVCache
@@ -150,3 +155,35 @@ def test_select_picks_by_device_and_installation() -> None:
     with pytest.raises(DeviceError, match="unknown attention backend 'paged'"):
         attention.select("paged", cpu, torch.float32, 16)
     assert attention.unusable("flash-attn", torch.device("cuda"), torch.bfloat16, 16) is not None
+
+
+class Allocated(TorchDispatchMode):
+    """The shapes of the tensors ops allocate while open (views excluded)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            self.shapes += [tuple(t.shape) for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        return out
+
+
+def test_in_cudas_arrangement_the_mask_is_made_once_per_step() -> None:
+    """Off the CPU the mask is folded for the query heads (b x group x width x keys, 1.9 GB a layer for a
+    4,096-token chunk over 32k keys): the first layer makes it, the others reuse it. One sequence after a
+    prefix needs none: lower-right causal."""
+    kv, spans, q, _ = step([(9, 1), (4, 6), (0, 3)])
+    backend = TorchBackend(torch.device("cpu"), arrangement="cuda")
+    plan = backend.plan(spans, kv)
+    k = torch.randn(q.shape[1], KVH, D)
+    for layer in range(LAYERS):
+        with Allocated() as allocated:
+            plan.forward(layer, q[layer], k, k)
+        assert plan.folded.shape == (3, 1, H // KVH * 6, 10)  # 3 sequences, 6 rows, keys [0, 10)
+        made = [s for s in allocated.shapes if math.prod(s) == plan.folded.numel()]
+        assert bool(made) == (layer == 0)
+    kv, spans, _, _ = step([(8, 5)])
+    assert isinstance(backend.plan(spans, kv).mask, CausalBias)

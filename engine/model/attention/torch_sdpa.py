@@ -9,7 +9,8 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   is not read;
 - `gathered` (decode steps; every step off the CPU): the keys [0, start + length) of every sequence gathered
   from the pool through its block table into one `[sequences, kv_heads, longest, head_dim]` buffer (reused
-  by every layer of the step), then one masked call;
+  by every layer of the step), then one masked call (off the CPU: the mask folded for the query heads once
+  per step; one sequence's chunk lower-right causal with `enable_gqa`, no mask made);
 - `split` (a CPU prefill after a cached prefix): the cached context [0, start) gathered as above and read
   by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
   merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
@@ -30,6 +31,7 @@ from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 from engine.devices import to_device
 from engine.kv.pool import KVCache
@@ -97,7 +99,10 @@ class TorchPlan:
         self.run = _one_run(spans, ends, kv.block_size)
         self.slots = _slots(spans, ends, kv.block_size, device) if self.run is None else None
         keys = torch.arange(max(ends), device=device)
-        if self.mode == "gathered":  # query i of sequence b sees keys [0, start_b + i]
+        self.folded: torch.Tensor | None = None  # off the CPU: the mask with query heads folded into rows
+        if self.mode == "gathered" and self.n == 1 and self.width > 1 and not native_gqa:
+            self.mask = causal_lower_right(self.width, ends[0])  # query i sees [0, start + i]: no mask made
+        elif self.mode == "gathered":  # query i of sequence b sees keys [0, start_b + i]
             queries = torch.arange(self.width, device=device)
             first = to_device(starts, torch.long, device)
             visible = keys[None, None, :] <= (first[:, None, None] + queries[None, :, None])
@@ -116,7 +121,7 @@ class TorchPlan:
         if self.mode == "causal":
             out = _attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
         elif self.mode == "gathered":
-            out = _attend(qb, *self._gather(layer), self.mask, False, native)[0]
+            out = _attend(qb, *self._gather(layer), self._folded(q.shape[1]), False, native)[0]
         elif self.mode == "padded":  # the rows of a cold prefill of [0, start + length): its kernel's work
             padded = torch.cat((q.new_zeros(self.start, *q.shape[1:]), q))[None].transpose(1, 2)
             out = _attend(padded, *self._gather(layer), None, True, native)[0][:, :, self.start :]
@@ -126,6 +131,18 @@ class TorchPlan:
             out = merge(o_ctx, lse_ctx.masked_fill(self.no_context, float("-inf")), o_new, lse_new)
         rows = out.transpose(1, 2).reshape(self.n * self.width, *q.shape[1:])
         return rows if self.unpad is None else rows.index_select(0, self.unpad)
+
+    def _folded(self, heads: int) -> torch.Tensor | CausalBias | None:
+        """The step's mask as the kernels take it: on the CPU as it is (its flash kernel broadcasts KV heads);
+        elsewhere with the query heads of each KV head folded into its rows, `[sequences, 1, group x width,
+        keys]`, made at the first layer and reused by the others."""
+        if self.native_gqa or self.mask is None or isinstance(self.mask, CausalBias):
+            return self.mask
+        if self.folded is None:
+            b, keys, group = self.n, self.mask.shape[-1], heads // self.kv.k.shape[-2]
+            rows = self.mask.expand(b, 1, self.width, keys)[:, :, None].expand(b, 1, group, self.width, keys)
+            self.folded = rows.reshape(b, 1, group * self.width, keys)
+        return self.folded
 
     def _batched(self, x: torch.Tensor) -> torch.Tensor:
         """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
@@ -155,12 +172,18 @@ class TorchPlan:
 
 
 def _attend(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, native: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | CausalBias | None,
+    causal: bool,
+    native: bool,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Output `[B, heads, T, head_dim]` and, from CPU flash attention (`native`: it broadcasts KV heads
     itself), the float32 log-sum-exp `[B, heads, T]`. Elsewhere SDPA's fused kernels, which want one KV head
-    per query head: under a mask the query heads of a KV head are folded into its rows (the mask repeated for
-    them, no K/V copy); causal, the new K/V (T rows) are repeated per head."""
+    per query head: under a mask (already folded, `TorchPlan._folded`) the query heads of a KV head are folded
+    into its rows (no K/V copy); causal, the new K/V (T rows) are repeated per head; one sequence's
+    lower-right causal bias goes to SDPA as it is, with `enable_gqa` (flash where it can run, no mask made)."""
     if native:
         out, lse = _flash_cpu(q, k, v, is_causal=causal, attn_mask=mask)[:2]
         return out, lse.float()
@@ -169,8 +192,8 @@ def _attend(
     if causal:
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         return F.scaled_dot_product_attention(q, k, v, is_causal=True), None
-    if mask is not None:
-        mask = mask.expand(b, 1, t, -1)[:, :, None].expand(b, 1, group, t, -1).reshape(b, 1, group * t, -1)
+    if isinstance(mask, CausalBias):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True), None
     out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], group * t, d), k, v, attn_mask=mask)
     return out.reshape(b, h, t, d), None  # CUDA's fused kernels return a transposed [B, T, H, D] buffer
 
