@@ -199,6 +199,7 @@ class BlockManager:
             block = self.blocks[seq.block_table[i]]
             # if an equal block is cached already, that one stays the cached copy
             if enter and h not in self.table:
+                seq.num_written += bs if (i + 1) * bs <= seq.num_prompt else 0
                 self.table[h] = block.id
                 block.hash, block.parent, block.token_ids, block.salt = h, parent, tokens, seq.salt
                 if self.listeners:

@@ -13,7 +13,8 @@ class SequenceState:
     - positions [0, num_kv) have their K/V written in the blocks of `block_table`, in order;
     - `block_hashes[i]` is the chained hash of block i, known for the first len(block_hashes) full blocks;
     - at its latest admission the first `num_cached` tokens were served from the prefix cache (a multiple of
-      the block size).
+      the block size);
+    - `num_written` counts the prompt's blocks this sequence published that no cached block held already.
     """
 
     token_ids: list[int]
@@ -23,6 +24,7 @@ class SequenceState:
     num_cached: int = 0
     num_kv: int = 0
     num_prompt: int = 0
+    num_written: int = 0  # prompt tokens in full blocks this sequence entered in the prefix cache
 
     def __post_init__(self) -> None:
         self.num_prompt = len(self.token_ids)

@@ -20,6 +20,9 @@ class Usage:
     # Reused from relocated or stale K/V (the opt-in approximate modes of engine/approx); never exact,
     # never counted in cached_tokens. 0 on the default, exact path.
     approximate_tokens: int = 0
+    # Prompt tokens in the full blocks this request entered in the cache (none an equal cached block held
+    # already: a block-aligned prompt's last block, recomputed for its logits, is no write when cached).
+    written_tokens: int = 0
 
 
 @dataclass

@@ -162,6 +162,7 @@ class Request:
             self.cached_tokens,
             divergence_context,
             self.approximate_tokens,
+            self.seq.num_written,
         )
         decode_s = times[-1] - times[0]
         admitted = self.admitted if self.admitted is not None else self.arrival

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.serve.cache_report import written_tokens
+from engine.serve.cache_report import expected_written
 from engine.serve.chat_request import ChatRequest, new_id
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
@@ -27,8 +27,7 @@ from engine.serve.worker import Admitted, Delta, Failed, Finished
 STOP = {"end": "end_turn", "stop_sequence": "stop_sequence", "length": "max_tokens", "tool_calls": "tool_use"}
 
 
-def input_usage(prompt_tokens: int, cached_tokens: int, block_size: int) -> dict[str, int]:
-    written = written_tokens(prompt_tokens, cached_tokens, block_size)
+def input_usage(prompt_tokens: int, cached_tokens: int, written: int) -> dict[str, int]:
     return {
         "input_tokens": prompt_tokens - cached_tokens - written,
         "cache_creation_input_tokens": written,
@@ -38,7 +37,7 @@ def input_usage(prompt_tokens: int, cached_tokens: int, block_size: int) -> dict
 
 def usage(fin: Finished) -> dict[str, int]:
     u = fin.generation.usage
-    inputs = input_usage(u.prompt_tokens, u.cached_tokens, fin.report["block_size"])
+    inputs = input_usage(u.prompt_tokens, u.cached_tokens, u.written_tokens)
     return inputs | {"output_tokens": u.completion_tokens}
 
 
@@ -66,7 +65,9 @@ def message(req: ChatRequest, fin: Finished) -> dict[str, Any]:
 
 
 def _start(req: ChatRequest, prompt_tokens: int, cached_tokens: int, block_size: int) -> str:
-    inputs = input_usage(prompt_tokens, cached_tokens, block_size)
+    inputs = input_usage(
+        prompt_tokens, cached_tokens, expected_written(prompt_tokens, cached_tokens, block_size)
+    )
     head = {"id": req.request_id, "type": "message", "role": "assistant", "model": req.model, "content": []}
     body = head | {"stop_reason": None, "stop_sequence": None, "usage": inputs | {"output_tokens": 0}}
     return sse({"type": "message_start", "message": body}, "message_start")
@@ -136,6 +137,8 @@ async def stream(
                 yield blocks.piece(piece)
             yield blocks.close()
             delta = {"stop_reason": STOP[out.reason], "stop_sequence": out.stop_sequence}
+            record(
+                req, usage(event), out.report
+            )  # before the answer's last events: a client may go after them
             yield _event("message_delta", delta=delta, usage=usage(event), kvtestbed=out.report)
-            record(req, usage(event), out.report)
             yield _event("message_stop")

@@ -17,9 +17,10 @@ from engine.serve.sessions import SessionMatch
 CONTEXT_TOKENS = 16  # tokens of text shown either side of a divergence
 
 
-def written_tokens(prompt_tokens: int, cached_tokens: int, block_size: int) -> int:
-    """Prompt tokens this request newly wrote to the cache: its full blocks past the cached prefix, each
-    computed and published by its prefill (Anthropic's `cache_creation_input_tokens`)."""
+def expected_written(prompt_tokens: int, cached_tokens: int, block_size: int) -> int:
+    """At admission, the prompt tokens this request is expected to write to the cache: its full blocks past
+    the cached prefix (Anthropic's `message_start`; the final usage counts what was written,
+    `Usage.written_tokens`: fewer where an equal block was cached already)."""
     return prompt_tokens // block_size * block_size - cached_tokens
 
 
@@ -59,7 +60,7 @@ def build_report(
         "prompt_tokens": u.prompt_tokens,
         "cached_tokens": u.cached_tokens,
         "computed_tokens": u.computed_tokens,
-        "cache_written_tokens": written_tokens(u.prompt_tokens, u.cached_tokens, block_size),
+        "cache_written_tokens": u.written_tokens,
         "completion_tokens": u.completion_tokens,
         "reuse_end": {
             "token": u.first_divergence,

@@ -61,6 +61,11 @@ class APIError(Exception):
         return {"type": "error", "error": {"type": kind, "message": where + self.message}}
 
 
+class StreamFailed(Exception):
+    """A stream failed (a bug, its cause chained) after sending its own error event, numbered in its
+    sequence: the handler logs it and aborts the job, and sends nothing more."""
+
+
 def field_error(e: FieldError) -> APIError:
     """A malformed request body, as the trace parsers name it (`messages[2].content[0].type: ...`)."""
     return APIError(400, str(e), param=e.field_path)

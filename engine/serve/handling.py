@@ -18,7 +18,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from engine.serve import json_body
 from engine.serve.browser import require_json
 from engine.serve.chat_request import ChatRequest
-from engine.serve.errors import APIError, from_engine
+from engine.serve.errors import APIError, StreamFailed, from_engine
 from engine.serve.recorder import Record
 from engine.serve.streaming import KeepAlive
 from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Job, Queued
@@ -223,6 +223,8 @@ async def _guarded(
         async for chunk in chunks:
             yield chunk
         done = True
+    except StreamFailed as e:  # its error event is sent
+        log.error("stream of %s failed", job.request.request_id, exc_info=e.__cause__)
     except Exception as e:  # noqa: BLE001
         log.exception("stream of %s failed", job.request.request_id)
         yield api.error_event(from_engine(e))

@@ -92,9 +92,9 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
             out = outcome_of(req, event)
             for piece in answer.finish(event.generation.text):
                 yield chunk(_delta(piece))
+            record(req, usage(event), out.report)  # before the answer's last chunk: a client may go after it
             last = {} if req.include_usage else {"kvtestbed": out.report}
             yield chunk({}, FINISH[out.reason], **last)
             if req.include_usage:
                 yield sse(head | {"choices": [], "usage": usage(event), "kvtestbed": out.report})
-            record(req, usage(event), out.report)
             yield sse("[DONE]")

@@ -213,5 +213,6 @@ def left_generation(held: Request) -> Generation:
         held.seq.num_prompt - held.cached_tokens,
         0,
         held.cached_tokens,
+        written_tokens=held.seq.num_written,
     )
     return Generation([], "", u, Timing(0.0, held.lookup_s, 0.0), held.seq.token_ids, "abort")

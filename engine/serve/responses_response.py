@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-from engine.serve.cache_report import written_tokens
 from engine.serve.chat_request import ChatRequest, new_id
-from engine.serve.errors import APIError
+from engine.serve.errors import APIError, StreamFailed, from_engine
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
 from engine.serve.response_store import ResponseStore
@@ -37,7 +36,7 @@ Event = dict[str, Any]
 
 def usage(fin: Finished) -> dict[str, Any]:
     u = fin.generation.usage
-    written = written_tokens(u.prompt_tokens, u.cached_tokens, fin.report["block_size"])
+    written = u.written_tokens
     return {
         "input_tokens": u.prompt_tokens,
         "input_tokens_details": {"cached_tokens": u.cached_tokens, "cache_write_tokens": written},
@@ -183,20 +182,37 @@ def response(req: ChatRequest, fin: Finished, kept: ResponseStore) -> dict[str, 
     return _finished(req, fin, outcome, out, kept)
 
 
+def _error(e: APIError) -> Event:
+    return {"type": "error", "code": e.code, "message": e.message, "param": e.param}
+
+
 def error_event(e: APIError) -> str:
-    """The event a stream ends with when it fails outside the engine (a bug: logged by the handler)."""
-    return sse(
-        {"type": "error", "code": e.code, "message": e.message, "param": e.param, "sequence_number": 0},
-        "error",
-    )
+    """The event a stream ends with when it fails outside its own events (a bug: logged by the handler); a
+    failure among them is numbered in their sequence by `stream`."""
+    return sse(_error(e) | {"sequence_number": 0}, "error")
 
 
 async def stream(
     req: ChatRequest, events: AsyncIterator[Any], record: Record, kept: ResponseStore
 ) -> AsyncIterator[str]:
-    """The events of one response, from the engine thread's events (see the module docstring)."""
+    """The events of one response, from the engine thread's events (see the module docstring); a failure
+    among them (a bug) ends it with an `error` event numbered in their sequence."""
     numbers = itertools.count()
+    try:
+        async for chunk in _events(req, events, record, kept, numbers):
+            yield chunk
+    except Exception as e:  # the handler logs it, after this last event
+        yield sse(_error(from_engine(e)) | {"sequence_number": next(numbers)}, "error")
+        raise StreamFailed from e
 
+
+async def _events(
+    req: ChatRequest,
+    events: AsyncIterator[Any],
+    record: Record,
+    kept: ResponseStore,
+    numbers: Iterator[int],
+) -> AsyncIterator[str]:
     def send(event: Event) -> str:
         return sse(event | {"sequence_number": next(numbers)}, event["type"])
 
@@ -226,5 +242,5 @@ async def stream(
                 yield send(e)
             final = _finished(req, event, outcome, out, kept)
             kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
+            record(req, usage(event), final["kvtestbed"])  # before the last event: a client may go after it
             yield send({"type": kind, "response": final})
-            record(req, usage(event), final["kvtestbed"])

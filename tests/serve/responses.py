@@ -37,9 +37,16 @@ def request(
 
 
 def finished(
-    text: str, full_text: str | None = None, reason: str = "stop", prompt: int = 40, cached: int = 16
+    text: str,
+    full_text: str | None = None,
+    reason: str = "stop",
+    prompt: int = 40,
+    cached: int = 16,
+    written: int | None = None,
 ) -> Finished:
-    usage = Usage(prompt, cached, prompt - cached, 12, cached)
+    """`written`: the prompt tokens the request entered in the cache (default: its full blocks past `cached`)."""
+    written = prompt // 16 * 16 - cached if written is None else written
+    usage = Usage(prompt, cached, prompt - cached, 12, cached, written_tokens=written)
     generation = Generation(list(range(12)), text, usage, Timing(0.1, 0.0, 0.1), finish_reason=reason)
     return Finished(
         generation, {"block_size": 16, "cached_tokens": cached}, full_text if full_text is not None else text

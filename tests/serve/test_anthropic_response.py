@@ -22,6 +22,9 @@ def test_usage_excludes_the_cache_from_input_tokens() -> None:
         "cache_read_input_tokens": 16,
         "output_tokens": 12,
     }
+    # a block-aligned prompt, all cached: its last block is recomputed (for its logits), not written
+    aligned = anthropic_response.usage(finished("Hi", prompt=32, cached=16, written=0))
+    assert (aligned["cache_creation_input_tokens"], aligned["input_tokens"]) == (0, 16)
 
 
 def test_a_tool_use_body_and_a_stop_sequence() -> None:
