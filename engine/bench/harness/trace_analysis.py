@@ -3,13 +3,16 @@
 Only the model's tokenizer, chat template, end-of-turn ids, context length and cache geometry are used: no
 weights are loaded. The local cache gets the capacity a full replay gets (--cache-tokens / --cache-gb, else
 the engine's fixed default, whatever memory is free), so both report the same cached tokens; a request the
-model's context cannot hold, which a full replay refuses, is served nothing locally, marked, and counted.
+model's context cannot hold, which a full replay refuses, is served nothing locally, marked, counted, and
+the notice names a model that holds it; with no --model asked for, the analysis picks one whose context
+holds the trace's longest request (`engine.bench.harness.trace_model`).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +20,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from engine.bench.args import chosen_model
+from engine.bench.harness.trace_model import fitting_model, hint, longest_prompt
 from engine.bench.reporting.replay_plots import plot_pressure, plot_rule_shares, plot_strip
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import run_environment
@@ -68,8 +72,22 @@ class AnalysisSetup:
     rules: list[str]
 
     @classmethod
-    def open(cls, args: argparse.Namespace, rules: list[str]) -> AnalysisSetup:
+    def open(
+        cls, args: argparse.Namespace, rules: list[str], requests: Sequence[TraceRequest] = ()
+    ) -> AnalysisSetup:
+        """With `requests` and no --model asked for: a model whose context holds the longest of them
+        (`trace_model`), said in one line."""
         source, tokenizer = open_tokenizer(args)
+        longest = longest_prompt(tokenizer, source.eos_ids, requests) if args.model == "auto" else 0
+        if longest > source.config.max_position_embeddings:
+            picked = fitting_model(longest)
+            print(
+                f"[the longest request, {longest:,} tokens, does not fit the "
+                f"{source.config.max_position_embeddings:,}-token context of {source.model_id}: analyzing "
+                f"with {picked} (Qwen2.5's tokenizer and chat template, offline, no weights)]",
+                file=sys.stderr,
+            )
+            source, tokenizer = with_tokenizer(resolve(picked, args.seed))
         device = resolve_device(args.device)
         dtype = resolve_dtype(args.dtype, device)
         num_blocks = KVCache.blocks_in_budget(  # sized, never allocated: no free-memory check
@@ -95,7 +113,7 @@ def run_analysis(
     args: argparse.Namespace, requests: list[TraceRequest], rules: list[str], notes: list[str] | None = None
 ) -> int:
     check_out(args)  # a bad --out costs no tokenizer load
-    setup = AnalysisSetup.open(args, rules)
+    setup = AnalysisSetup.open(args, rules, requests)
     source, dtype, device, num_blocks = setup.source, setup.dtype, setup.device, setup.num_blocks
     context = setup.context
     analyzer = setup.analyzer()
@@ -106,7 +124,7 @@ def run_analysis(
         print(
             f"[{over} of {len(records)} requests do not fit the {context:,}-token context of "
             f"{source.model_id}: a full replay refuses them; here the local cache serves them nothing "
-            "(see why_none)]",
+            f"(see why_none); {hint(max(r.prompt_tokens for r in records))}]",
             file=sys.stderr,
         )
     pressure: list[PressurePoint] = []
