@@ -6,7 +6,7 @@ envelope may say besides:
   the session (`session_id` / `session`, or `metadata.session_id`);
 - `format`: the trace format of its body (`openai-chat`, `openai-responses`, `anthropic`), which then needs no
   detecting: a file may mix APIs, each body read by its own parser (a value that names no format is
-  ignored, and the body detected);
+  refused, naming the line);
 - `usage`: the usage the response reported, in its API's form (the request's recorded usage), and
   `provider`: who reported it (`openai`, `anthropic`, `deepseek`, `gcp.gemini`), whose rule it is compared
   with; where the envelope names none it is inferred (`engine.traces.usage.provider_of`: DeepSeek's own
@@ -61,7 +61,9 @@ def unwrap(entry: Any) -> Envelope:
     session = next((str(d[k]) for d in (entry, meta) for k in SESSION_KEYS if d.get(k) is not None), None)
     if body is entry:  # a bare body: no envelope fields
         return Envelope(body, when, session)
-    fmt = entry.get("format") if entry.get("format") in BODY_FORMATS else None
+    fmt = entry.get("format")
+    if fmt is not None and fmt not in BODY_FORMATS:  # a typo would read the body in a format it did not name
+        raise FieldError("format", f"expected one of {', '.join(BODY_FORMATS)}, got {fmt!r:.40}")
     server = expect(entry[SERVER], dict, SERVER) if entry.get(SERVER) is not None else None
     provider = entry.get("provider")
     if provider is not None and provider not in PROVIDERS:

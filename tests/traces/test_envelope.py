@@ -42,10 +42,8 @@ def test_declared_formats_mix_in_one_file(tmp_path: Path) -> None:
     ):
         load_trace(undeclared)  # bodies that declare nothing must still agree
     other = write(tmp_path / "other.jsonl", {"format": "json", "body": ANTHROPIC})
-    assert load_trace(other)[0].messages[0] == {
-        "role": "system",
-        "content": "Be brief.",
-    }  # not a format: detected
+    with pytest.raises(TraceError, match="format: expected one of openai-chat, openai-responses, anthropic"):
+        load_trace(other)  # not a format: refused, not read as another
 
 
 def test_usage_is_recorded_in_its_apis_form(tmp_path: Path) -> None:

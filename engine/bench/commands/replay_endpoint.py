@@ -14,7 +14,7 @@ import sys
 from engine.bench.harness.endpoint import RESET_ROUTES, open_endpoints
 from engine.bench.harness.prediction import Predictor, prediction_blocks
 from engine.bench.harness.routing import LiveRouter
-from engine.bench.harness.sending import body_for, send_all
+from engine.bench.harness.sending import body_for, release_times, send_all
 from engine.bench.harness.streamed import Exchange, OpenStreams, send
 from engine.bench.harness.trace_analysis import open_tokenizer
 from engine.bench.reporting.endpoint_report import (
@@ -54,6 +54,7 @@ def check_endpoint_flags(args: argparse.Namespace) -> None:
 def replay_endpoint(args: argparse.Namespace, requests: list[TraceRequest]) -> int:
     check_endpoint_flags(args)
     check_out(args)
+    release_times(len(requests), args.request_rate, args.seed)  # a rate that never sends them is refused here
     endpoints = open_endpoints(args)
     endpoint = endpoints[0]
     model = endpoint.served_model(args.served_model)  # the replicas serve one model, under one name

@@ -4,7 +4,8 @@ own (so the next request carries the trace's recorded reply, never the server's)
 Two arrival modes, as the serving benchmarks have them. Closed loop (`concurrency`): up to N sessions in
 flight, each sending its next request when the previous one finished; sessions start in the order of their
 first request. Open loop (`rate`): the trace's requests, in its order, are released at the times of a Poisson
-process of `rate` requests per second (exponential gaps, seeded); a request waits for its release time and
+process of `rate` requests per second (exponential gaps, seeded; released within MAX_RELEASE_S, else the
+rate is refused); a request waits for its release time and
 for the previous request of its session (at most MAX_OPEN_SESSIONS sessions are in flight: a trace of more
 starts the later ones as earlier ones end, their requests then late). A Ctrl-C closes the streams in flight
 and keeps the requests that finished (`Sending.partial`).
@@ -21,8 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.bench.harness.streamed import Exchange, OpenStreams
+from engine.errors import InvalidArgumentError
 from engine.traces.request import TraceRequest
 
+MAX_RELEASE_S = 86_400  # open loop: the last request's release at most a day after the start
 POLL_S = 0.2  # how often the main thread looks up from waiting (so a Ctrl-C is seen at once)
 MAX_OPEN_SESSIONS = (
     256  # open loop: sessions in flight at most (one thread each); later ones wait for a thread
@@ -53,6 +56,11 @@ def release_times(n: int, rate: float | None, seed: int) -> list[float]:
     for _ in range(n):
         t += rng.expovariate(rate)
         out.append(t)
+    if not t <= MAX_RELEASE_S:  # 1e-300 per second: a sleep that overflows, or a run that never ends
+        raise InvalidArgumentError(
+            f"--request-rate {rate:g}: the {n} requests would be released over {t:.3g} s, past "
+            f"{MAX_RELEASE_S:,} s (a day): give a higher rate"
+        )
     return out
 
 

@@ -7,7 +7,9 @@ OpenAI choice delta with content or a tool call (a role-only chunk carries none)
 the stream's last event. What the server reports (usage, llama.cpp's `timings`, the `kvtestbed` object) is
 read by `reported.py`. The reply is kept as the server streamed it (text and tool calls), so the prediction
 can cache exactly what the server saw. A request that has not finished `timeout_s` after it was sent is
-abandoned (`error: timeout`); a server error is kept on the exchange, never raised.
+abandoned (`error: timeout`), and so is one whose reply passes `MAX_REPLY_CHARS` (text, tool-call names and
+arguments: an endless stream was kept in memory until the timeout); a server error is kept on the exchange,
+never raised.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 from engine.bench.harness.endpoint import probe_failures
 from engine.bench.harness.reported import Reported, from_anthropic, from_openai
 from engine.prompts.messages import Message
+
+MAX_REPLY_CHARS = 4 * 2**20  # ~1M tokens at 4 characters a token: past any context a replayed trace fits
 
 
 @dataclass
@@ -46,13 +50,25 @@ class Exchange:
         )
 
 
+class ReplyTooLong(Exception):
+    """The reply passed `MAX_REPLY_CHARS`."""
+
+
 class Timer:
-    """Stamps output chunks against the send time, and enforces the request's deadline."""
+    """Stamps output chunks against the send time, and enforces the request's deadline and reply size."""
 
     def __init__(self, ex: Exchange, timeout_s: float) -> None:
-        self.ex, self.timeout_s = ex, timeout_s
+        self.ex, self.timeout_s, self.most_chars = ex, timeout_s, MAX_REPLY_CHARS
         self.start = self.last = time.perf_counter()
+        self.chars = 0
         ex.sent_s = self.start
+
+    def kept(self, text: str | None) -> str:
+        """`text` (a piece of the reply), counted against the reply's size."""
+        self.chars += len(text or "")
+        if self.chars > self.most_chars:
+            raise ReplyTooLong
+        return text or ""
 
     def output(self) -> None:
         now = time.perf_counter()
@@ -92,7 +108,8 @@ def _openai(client: Any, body: dict[str, Any], timer: Timer, opened: Callable[[A
         client.chat.completions.create, body, stream=True, stream_options={"include_usage": True}
     )
     opened(stream)
-    calls: dict[int, dict[str, str]] = {}
+    calls: dict[int, dict[str, list[str]]] = {}
+    text: list[str] = []  # joined once: `+=` on an attribute copies the whole reply per chunk
     usage = timings = extension = None
     for chunk in stream:
         timer.check()
@@ -104,20 +121,21 @@ def _openai(client: Any, body: dict[str, Any], timer: Timer, opened: Callable[[A
             delta = choice.delta
             if delta.content or delta.tool_calls:
                 timer.output()
-            ex.text += delta.content or ""
+            text.append(timer.kept(delta.content))
             for c in delta.tool_calls or []:
-                call = calls.setdefault(c.index, {"id": "", "name": "", "arguments": ""})
-                call["id"] = c.id or call["id"]
+                call = calls.setdefault(c.index, {"id": [], "name": [], "arguments": []})
+                call["id"] = [c.id] if c.id else call["id"]
                 if c.function is not None:
-                    call["name"] += c.function.name or ""
-                    call["arguments"] += c.function.arguments or ""
+                    call["name"].append(timer.kept(c.function.name))
+                    call["arguments"].append(timer.kept(c.function.arguments))
             ex.finish_reason = choice.finish_reason or ex.finish_reason
     timer.end()
+    ex.text = "".join(text)
     ex.tool_calls = [
         {
-            "id": c["id"],
+            "id": "".join(c["id"]),
             "type": "function",
-            "function": {"name": c["name"], "arguments": _arguments(c["arguments"])},
+            "function": {"name": "".join(c["name"]), "arguments": _arguments("".join(c["arguments"]))},
         }
         for _, c in sorted(calls.items())
     ]
@@ -130,7 +148,8 @@ def _anthropic(client: Any, body: dict[str, Any], timer: Timer, opened: Callable
     opened(stream)
     usage: dict[str, Any] = {}
     extension = None
-    blocks: dict[int, dict[str, str]] = {}  # tool_use blocks: id, name, the input's JSON so far
+    blocks: dict[int, dict[str, Any]] = {}  # tool_use blocks: id, name, the input's JSON so far (pieces)
+    text: list[str] = []
     for event in stream:
         timer.check()
         extension = (event.model_extra or {}).get("kvtestbed") or extension
@@ -139,24 +158,25 @@ def _anthropic(client: Any, body: dict[str, Any], timer: Timer, opened: Callable
         elif event.type == "content_block_start" and event.content_block.type == "tool_use":
             blocks[event.index] = {
                 "id": event.content_block.id,
-                "name": event.content_block.name,
-                "input": "",
+                "name": timer.kept(event.content_block.name),
+                "input": [],
             }
         elif event.type == "content_block_delta":
             timer.output()
             if event.delta.type == "text_delta":
-                ex.text += event.delta.text
+                text.append(timer.kept(event.delta.text))
             elif event.delta.type == "input_json_delta":
-                blocks[event.index]["input"] += event.delta.partial_json
+                blocks[event.index]["input"].append(timer.kept(event.delta.partial_json))
         elif event.type == "message_delta":
             usage |= {k: v for k, v in event.usage.model_dump().items() if v is not None}
             ex.finish_reason = event.delta.stop_reason or ex.finish_reason
     timer.end()
+    ex.text = "".join(text)
     ex.tool_calls = [
         {
             "id": b["id"],
             "type": "function",
-            "function": {"name": b["name"], "arguments": _arguments(b["input"] or "{}")},
+            "function": {"name": b["name"], "arguments": _arguments("".join(b["input"]) or "{}")},
         }
         for _, b in sorted(blocks.items())
     ]
@@ -204,6 +224,8 @@ def send(
         SENDERS[api](client, body, timer, track)
     except TimeoutError:
         ex.error = f"timeout: not finished {timeout_s:g} s after it was sent"
+    except ReplyTooLong:
+        ex.error = f"reply over {timer.most_chars:,} characters: abandoned"
     except failures() as e:  # a refusal, a connection or read failure, a stream cut mid-way
         ex.error = _describe(e, secret)
     finally:
