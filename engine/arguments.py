@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from engine.errors import EngineError, InvalidArgumentError
 
+DEFAULT_CACHE_TOKENS = 65_536  # the KV pool when neither cache_tokens nor cache_gb is given
 SEED_MAX = 2**64 - 1  # torch.Generator.manual_seed takes an unsigned 64-bit seed at most
 # Stop strings a request may carry, and the characters of each: matching costs O(characters) to prepare and
 # O(new characters x stop strings) per token (engine/runtime/stop_strings.py); a server refuses more (4xx).

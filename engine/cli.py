@@ -7,9 +7,8 @@ import os
 import sys
 from collections.abc import Callable
 
-from engine.arguments import float_flag, int_flag
+from engine.arguments import DEFAULT_CACHE_TOKENS, float_flag, int_flag
 from engine.errors import EngineError
-from engine.kv.pool import DEFAULT_CACHE_TOKENS
 
 
 def add_model_args(parser: argparse.ArgumentParser, default_model: str | None = None) -> None:

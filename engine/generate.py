@@ -8,7 +8,6 @@ import sys
 from engine.arguments import SEED_MAX, float_flag, int_flag
 from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import PromptError
-from engine.runtime.loader import load
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.prompt.strip():
         raise PromptError("empty prompt: --prompt has no text")
+
+    from engine.runtime.loader import load  # after the flags: --help loads no torch
 
     engine = load(args.model, args.device, args.dtype, **engine_options(args))
     if engine.source.synthetic:

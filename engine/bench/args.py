@@ -7,23 +7,23 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.arguments import SEED_MAX, int_flag
-from engine.bench.harness.contention import busy_warning
 from engine.bench.reporting.run_folder import add_out_args, check_out
 from engine.bench.reporting.stats import MIN_PASSES
 from engine.cli import add_model_args, engine_options
-from engine.devices import dtype_name, resolve_device, resolve_dtype, timing_dtype
 from engine.errors import ModelNotFoundError
-from engine.loading.sources import resolve
-from engine.runtime.engine import Engine
-from engine.runtime.loader import load
 from engine.traces.formats import FORMATS
-from engine.traces.inputs import Inputs, load_inputs
 from engine.traces.mooncake import DEFAULT_BLOCK
-from engine.traces.sessions import interleave
 from engine.traces.shipped import EXAMPLES
-from engine.traces.supplied import load_supplied
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
+    from engine.traces.inputs import Inputs
+
+# The flags' modules load no torch (every command's --help runs without it); what runs a command is imported
+# in the functions that run it.
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 FALLBACK_MODEL = "smollm2-135m"
@@ -53,6 +53,8 @@ def add_bench_args(parser: argparse.ArgumentParser) -> None:
 def chosen_model(args: argparse.Namespace) -> str:
     """`--model`, with `auto` made Qwen2.5-0.5B-Instruct (local HF cache or the hub) where it can be had,
     else the bundled SmolLM2, with a notice."""
+    from engine.loading.sources import resolve
+
     if args.model != "auto":
         return args.model
     try:
@@ -79,6 +81,10 @@ def open_engine(args: argparse.Namespace, timed: bool = True, exact_because: str
     native bfloat16 matrix instructions, else float32); an untimed one keeps the exact default, and so does
     a timed one whose results compare arms that must be exact (`exact_because` says why). Either way one line
     says which dtype and why, and a warning says when the machine is busier than its cores."""
+    from engine.bench.harness.contention import busy_warning
+    from engine.devices import dtype_name, resolve_device, resolve_dtype, timing_dtype
+    from engine.runtime.loader import load
+
     check_out(args)  # a bad --out costs no model load
     model = chosen_model(args)
     device = resolve_device(args.device)
@@ -133,6 +139,10 @@ def add_trace_args(parser: argparse.ArgumentParser) -> None:
 
 def read_traces(args: argparse.Namespace) -> Inputs:
     """Every trace of `add_trace_args`, read; the requests in the order they were sent."""
+    from engine.traces.inputs import load_inputs
+    from engine.traces.sessions import interleave
+    from engine.traces.supplied import load_supplied
+
     supplied = load_supplied(args.system_file, args.tools_file)
     inputs = load_inputs(args.traces, args.format, supplied, args.hash_block_size)
     inputs.requests = interleave(inputs.requests)

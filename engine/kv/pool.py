@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import torch
 
-from engine.arguments import integer, real
+from engine.arguments import DEFAULT_CACHE_TOKENS, integer, real
 from engine.devices import allocation_failed, free_memory
 from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.model.config import ModelConfig
 
-DEFAULT_CACHE_TOKENS = 65_536  # the KV pool when neither cache_tokens nor cache_gb is given
+__all__ = ["DEFAULT_CACHE_TOKENS", "KVCache"]
 
 
 class KVCache:

@@ -17,19 +17,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import uvicorn
-
 from engine.arguments import float_flag, int_flag, text_flag
 from engine.cli import add_model_args, docs_link, engine_options, run
 from engine.errors import InvalidArgumentError
-from engine.runtime.loader import load
-from engine.serve.app import build_state, create_app
 from engine.serve.browser import LOOPBACK_HOSTS, allowed_host, cors_origin
 from engine.serve.kv_flags import CARRIES, add_kv_event_args, banner, kv_publisher, vllm_hash
 from engine.serve.kv_streams import split_salt
-from engine.serve.recorder import Recorder
 from engine.serve.scripted_replies import ReplyScript, parse_replies
-from engine.serve.shutdown import DrainingServer
 
 KEY_VARIABLE = "KVTESTBED_API_KEY"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -188,6 +182,13 @@ def api_key_given(flag: str | None) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    import uvicorn  # after the flags: --help loads neither torch nor the web stack
+
+    from engine.runtime.loader import load
+    from engine.serve.app import build_state, create_app
+    from engine.serve.recorder import Recorder
+    from engine.serve.shutdown import DrainingServer
+
     api_key = api_key_given(args.api_key)
     check_port(args.host, args.port)
     names = args.served_model_name or [args.model]
