@@ -7,11 +7,14 @@ checked against 0.34; under `vllm-array`, vLLM 0.23's `[sequence, payload]` and 
 The block manager's listener only queues (on the engine thread); a publisher thread batches what is queued,
 encodes, sends, keeps the last batches for replay, answers replay requests, and greets a late subscriber
 with an empty batch (the PUB socket is an XPUB: it hears subscriptions), so it learns at once that batches
-came before it. Nothing a subscriber does can
-hold the server up or grow it without bound: sends never block (a subscriber more than `PUB_HWM` batches
-behind misses the newer ones, and sees the gap in the sequence numbers: the replay socket refills it), the
-replay buffer keeps at most `REPLAY_BUFFER` batches and `REPLAY_BYTES` of payload, and a replay to a client
-that does not read is cut at the replay socket's high-water mark.
+came before it.
+
+Nothing a subscriber does can hold the server up or grow it without bound: sends never block (a subscriber
+more than `PUB_HWM` batches behind misses the newer ones, and sees the gap in the sequence numbers: the
+replay socket refills it); the replay buffer keeps at most `REPLAY_BUFFER` batches and `REPLAY_BYTES` of
+payload; a replay goes out `REPLAY_HWM` batches ahead of what its client has read (the rest follows as it
+reads, so a slow reader still gets all of it), and a client that reads nothing of it for `REPLAY_STALL_S`
+is dropped.
 """
 
 from __future__ import annotations
@@ -30,9 +33,11 @@ from engine.serve.kv_events import encode_events
 REPLAY_BUFFER = 10_000  # batches kept for the replay socket (vLLM's buffer_steps)
 REPLAY_BYTES = 32 << 20  # ... and at most this many payload bytes
 PUB_HWM = 128  # batches queued for one subscriber before the PUB socket drops its newer ones
-REPLAY_HWM = 2 * (REPLAY_BUFFER + 1)  # a whole replay and its end marker (as vLLM)
+REPLAY_HWM = 128  # replay batches queued for one client ahead of its reading
+REPLAY_STALL_S = 30.0  # a replay whose client took nothing for this long is dropped
 END_SEQ = (-1).to_bytes(8, "big", signed=True)
 POLL_S = 0.05  # how long the thread waits for events before it looks at the replay socket again
+REPLAY_POLL_S = 0.005  # ... while a replay waits for its client to read
 
 
 class KvEventPublisher:
@@ -51,6 +56,8 @@ class KvEventPublisher:
         self.replay = ctx.socket(zmq.ROUTER) if replay_url else None
         if self.replay is not None:
             self.replay.setsockopt(zmq.SNDHWM, REPLAY_HWM)
+            self.replay.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full client raises Again: resumed later
+        self.replays: dict[bytes, tuple[int, float]] = {}  # client -> (next sequence to send, last progress)
         self.endpoints: list[str] = []  # where the sockets are bound (a port 0 resolved)
         for socket, flag, where in (
             (self.pub, "--kv-events", url),
@@ -92,10 +99,12 @@ class KvEventPublisher:
         while True:
             if self.replay is not None and self.replay.poll(0):
                 self._answer_replay()
+            if self.replays:
+                self._continue_replays()
             if self.pub.poll(0):
                 self._greet()
             try:
-                first = self.queue.get(timeout=POLL_S)
+                first = self.queue.get(timeout=REPLAY_POLL_S if self.replays else POLL_S)
             except queue.Empty:
                 continue
             pending, stop = [first], False
@@ -144,14 +153,30 @@ class KvEventPublisher:
         if len(frames) != 3:  # not [identity, empty delimiter, start]: a REQ socket sends those
             return
         client, _, start = frames
-        first = int.from_bytes(start, "big")
+        self.replays[client] = (int.from_bytes(start, "big"), time.monotonic())
+        self._continue_replays()
+
+    def _continue_replays(self) -> None:
+        """Send each waiting replay on from its next batch, as far as its client's queue takes; the end marker
+        last."""
+        assert self.replay is not None
         head, end = ((self.topic,), (b"", END_SEQ, b"")) if self.fmt == "vllm" else ((), (END_SEQ, b""))
-        try:
-            for seq, payload in self.buffer:
-                if seq >= first:
+        now = time.monotonic()
+        for client, (nxt, progress) in list(self.replays.items()):
+            first = self.buffer[0][0] if self.buffer else self.seq
+            try:
+                for i in range(max(0, nxt - first), len(self.buffer)):
+                    seq, payload = self.buffer[i]
                     self.replay.send_multipart(
                         (client, b"", *head, seq.to_bytes(8, "big"), payload), zmq.NOBLOCK
                     )
-            self.replay.send_multipart((client, b"", *end), zmq.NOBLOCK)
-        except zmq.Again:  # this client's queue is full: the rest of its replay is dropped
-            pass
+                    nxt, progress = seq + 1, now
+                self.replay.send_multipart((client, b"", *end), zmq.NOBLOCK)
+                del self.replays[client]
+            except zmq.Again:  # its queue is full: the rest when it reads, unless it stalled
+                if now - progress > REPLAY_STALL_S:
+                    del self.replays[client]
+                else:
+                    self.replays[client] = (nxt, progress)
+            except zmq.ZMQError:  # gone
+                del self.replays[client]

@@ -20,7 +20,7 @@ from engine.serve import kv_publisher as kv_publisher_module
 from engine.serve.__main__ import parser
 from engine.serve.kv_events import BlockIndex, as_map, encode_events, external_hash, served_index
 from engine.serve.kv_flags import endpoint, kv_publisher
-from engine.serve.kv_publisher import END_SEQ, PUB_HWM, KvEventPublisher
+from engine.serve.kv_publisher import END_SEQ, PUB_HWM, REPLAY_HWM, KvEventPublisher
 from engine.serve.kv_streams import KvEventStreams, split_salt
 from tests.serve.clients import GREEDY, MODEL, openai_client
 from tests.serve.conftest import Server, free_port, http
@@ -42,8 +42,10 @@ class Subscriber:
         self.replay.connect(replay_url)
         self.batches: dict[int, bytes] = {}
 
-    def ask_replay(self, start: int) -> None:
+    def ask_replay(self, start: int, pause_s: float = 0.0) -> None:
+        """Ask for the batches from `start` and read them (after `pause_s`: a reader that falls behind)."""
         self.replay.send_multipart([b"", start.to_bytes(8, "big")])
+        time.sleep(pause_s)
         deadline = time.monotonic() + DEADLINE_S
         while time.monotonic() < deadline:
             assert self.replay.poll(int(1000 * (deadline - time.monotonic()))), "no replay answer"
@@ -277,6 +279,38 @@ def test_subscribers_that_never_read_hold_nothing_up(monkeypatch: pytest.MonkeyP
         reader.close()
         for sub in stalled:
             sub.close(linger=0)
+        publisher.close()
+
+
+def test_a_replay_waits_for_its_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 batches, 8 times the replay socket's queue per client: a client that reads slowly still gets
+    every one and the end marker, while a client that reads nothing holds no more than its queue, does not
+    hold the other up, and is dropped once stalled (0.5 s here)."""
+    monkeypatch.setattr(kv_publisher_module, "REPLAY_STALL_S", 0.5)
+    url, replay_url = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}"
+    publisher = KvEventPublisher(url, replay_url, block_size=4)
+    publisher.start()
+    idle = zmq.Context.instance().socket(zmq.DEALER)
+    idle.setsockopt(zmq.RCVHWM, 1)
+    idle.connect(replay_url)
+    reader = Subscriber(url, replay_url)
+    try:
+        assert 1_000 > 7 * REPLAY_HWM
+        deadline = time.monotonic() + DEADLINE_S
+        for i in range(1_000):
+            publisher.listen("stored", [(i.to_bytes(16, "big"), None, tuple(range(4)), None)])
+            while publisher.seq <= i and time.monotonic() < deadline:
+                time.sleep(0.001)
+        idle.send_multipart([b"", (0).to_bytes(8, "big")])
+        time.sleep(0.2)
+        reader.ask_replay(0, pause_s=0.5)  # its queue fills: the replay waits for it
+        assert sorted(reader.batches) == list(range(1_000))
+        while publisher.replays and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not publisher.replays  # the idle client's replay dropped
+    finally:
+        idle.close(linger=0)
+        reader.close()
         publisher.close()
 
 
