@@ -1,7 +1,8 @@
 """Which attention backend and kernels a prefill after one cached block and a batched decode step run on a
 device, what the warm prefill costs against the cold prefill of the same prompt, and (CUDA) the share of a
-decode step the device sits idle waiting for the host: the check that the warm path uses a fused or paged
-kernel (no math fallback materializing [heads, T, S + T] scores) and costs no more than cold.
+decode step the device sits idle waiting for the host (eager, and with decode steps as CUDA graphs): the
+check that the warm path uses a fused or paged kernel (no math fallback materializing [heads, T, S + T]
+scores) and costs no more than cold.
 
     python scripts/kernel_check.py --device cuda [--dtype bfloat16] [--model synthetic:qwen2.5-0.5b]
                                    [--attention auto|torch|flashinfer|flash-attn]
@@ -53,6 +54,19 @@ def host_share(fn, device: torch.device) -> float | None:
         wall = now(device) - start
     busy = sum(e.self_device_time_total for e in prof.key_averages() if e.device_type.name == "CUDA") / 1e6
     return max(0.0, 1.0 - busy / wall)
+
+
+def graphs_host_share(e: engine.Engine, decode) -> float | None:  # noqa: ANN001
+    """`host_share` of the decode with its decode steps captured as CUDA graphs (static decode; the first
+    call captures, untimed); None off CUDA."""
+    if e.device.type != "cuda":
+        return None
+    e.runner.use_static_decode(True)
+    try:
+        decode()
+        return host_share(decode, e.device)
+    finally:
+        e.runner.use_static_decode(False)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "fused_kernels": fused,
         "decode_kernels": [n for n in decode_names if any(f in n.lower() for f in FUSED)],
         "decode_host_share": host_share(decode, e.device),
+        "decode_host_share_graphs": graphs_host_share(e, decode),
         "math_fallback": math,
         "warm_over_cold": ratio,
         "warm_over_cold_min": min(ratios),

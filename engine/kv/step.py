@@ -17,6 +17,7 @@ from typing import Protocol
 
 import torch
 
+from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.window import KVWindow
 
@@ -48,6 +49,10 @@ class AttentionBackend(Protocol):
     description: str  # what runs, recorded in every result's environment (Engine.info["attention"])
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> PagedAttention: ...
+
+    def static_decode(self, buffers: DecodeBuffers, kv: KVCache, num_heads: int) -> PagedAttention | None:
+        """The attention of a static decode step over `buffers` (a CUDA graph's), or None: the eager step."""
+        ...
 
 
 @dataclass

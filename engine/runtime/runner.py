@@ -21,6 +21,7 @@ from engine.kv.step import AttentionBackend, SeqSpan, StepContext, WindowSpan
 from engine.kv.window import KVWindow
 from engine.model.decoder import Decoder
 from engine.runtime.request import Request
+from engine.runtime.static_decode import StaticDecode
 
 
 class ModelRunner:
@@ -28,10 +29,23 @@ class ModelRunner:
         self, model: Decoder, kv: KVCache, device: torch.device, attention: AttentionBackend
     ) -> None:
         self.model, self.kv, self.device, self.attention = model, kv, device, attention
+        # decode steps over preallocated buffers per bucket (captured as CUDA graphs on CUDA); off: eager
+        self.static: StaticDecode | None = None
+
+    def use_static_decode(self, on: bool) -> None:
+        """Run decode steps (every request computing its last token) as static steps (engine/runtime/
+        static_decode.py: CUDA graphs on CUDA), or eagerly."""
+        self.static = StaticDecode(self.model, self.kv, self.attention) if on else None
 
     def run(self, work: Sequence[tuple[Request, int]]) -> tuple[list[Request], torch.Tensor]:
         """Compute each request's next `n` tokens (positions num_kv .. num_kv + n); the requests that sample,
         in row order, and their float32 logits `[len, vocab]`."""
+        if self.static is not None:
+            logits = self.static.run([req.seq for req, _ in work])
+            if logits is not None:  # a decode step: every request computed its last token and samples
+                for req, _ in work:
+                    req.seq.num_kv += 1
+                return [req for req, _ in work], logits
         ids: list[int] = []
         positions: list[int] = []
         slots: list[int] = []

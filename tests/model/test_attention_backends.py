@@ -19,7 +19,7 @@ from engine.kv.pool import KVCache
 from engine.kv.slots import slots_of
 from engine.kv.step import SeqSpan
 from engine.model import attention
-from engine.model.attention import torch_sdpa
+from engine.model.attention import sdpa
 from engine.model.attention.torch_sdpa import TorchBackend
 from engine.model.config import ModelConfig
 
@@ -121,8 +121,8 @@ def test_the_torch_backend_equals_causal_attention_per_sequence(
 def test_one_dispatch_per_layer_whatever_the_batch(batch: int, monkeypatch) -> None:
     """Decode rows and prefills after a prefix: the same number of kernel calls at 1, 8 and 32 sequences."""
     calls: list[int] = []
-    fused = torch_sdpa._flash_cpu
-    monkeypatch.setattr(torch_sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
+    fused = sdpa._flash_cpu
+    monkeypatch.setattr(sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
     for shape, per_layer in (([(5 + i % 7, 1) for i in range(batch)], 1), ([(4, 3)] * batch, 2)):
         kv, spans, q, full = step(shape)
         plan = TorchBackend(torch.device("cpu")).plan(spans, kv)

@@ -16,6 +16,7 @@ import torch
 from flash_attn import flash_attn_varlen_func
 
 from engine.devices import to_device
+from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.slots import padded
 from engine.kv.step import SeqSpan
@@ -32,6 +33,9 @@ class FlashAttnBackend:
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> FlashAttnPlan:
         return FlashAttnPlan(spans, kv, self.device)
+
+    def static_decode(self, buffers: DecodeBuffers, kv: KVCache, num_heads: int) -> None:
+        return None  # decode steps stay eager (the varlen kernel is planned from host lengths)
 
 
 class FlashAttnPlan:

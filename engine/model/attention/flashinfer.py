@@ -3,7 +3,8 @@ prefill kernel reads every sequence's K/V through its block table in the pool's 
 block_size, kv_heads, head_dim]` per layer), one call per layer for the whole step, decode rows (one query
 each) and prefill chunks alike; its causal mask is aligned to the end of each sequence's keys, so query i of
 a chunk after `start` keys sees positions [0, start + i]. The step is planned once (`plan` on the host's
-page counts) and run per layer. Checked on a GPU by scripts/device_check.sh cuda and scripts/kernel_check.py.
+page counts) and run per layer. A static decode step (`FlashInferDecode`, what a CUDA graph captures) runs
+FlashInfer's decode wrapper over fixed index buffers, planned once per step outside the captured region. Checked on a GPU by scripts/device_check.sh cuda and scripts/kernel_check.py.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from itertools import accumulate
 import flashinfer
 import torch
 
+from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.step import SeqSpan
 
@@ -33,6 +35,9 @@ class FlashInferBackend:
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> FlashInferPlan:
         return FlashInferPlan(self.wrapper, spans, kv)
+
+    def static_decode(self, buffers: DecodeBuffers, kv: KVCache, num_heads: int) -> FlashInferDecode:
+        return FlashInferDecode(self.workspace, buffers, kv, num_heads)
 
 
 class FlashInferPlan:
@@ -71,4 +76,48 @@ class FlashInferPlan:
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if not self.planned:  # at the first layer, where the query heads are known
             self._plan(q.shape[1])
+        return self.wrapper.run(q.contiguous(), (self.kv.k[layer], self.kv.v[layer]))
+
+
+class FlashInferDecode:
+    """A static decode step's attention (`DecodeBuffers`, what a CUDA graph captures): FlashInfer's decode
+    wrapper over index buffers of the bucket's size (`use_cuda_graph=True`), planned once per step from the
+    pinned host staging (`plan`, outside the captured region), run per layer. The workspace is the
+    backend's, shared by every bucket (each step plans its own before it runs, as vLLM's graphs do)."""
+
+    def __init__(self, workspace: torch.Tensor, buffers: DecodeBuffers, kv: KVCache, num_heads: int) -> None:
+        int32 = dict(dtype=torch.int32, device=kv.k.device)
+        self.indptr = torch.zeros(buffers.size + 1, **int32)
+        self.indices = torch.zeros(buffers.size * buffers.width, **int32)
+        self.last = torch.zeros(buffers.size, **int32)
+        self.wrapper = flashinfer.BatchDecodeWithPagedKVCacheWrapper(
+            workspace,
+            "NHD",
+            use_cuda_graph=True,
+            paged_kv_indptr_buffer=self.indptr,
+            paged_kv_indices_buffer=self.indices,
+            paged_kv_last_page_len_buffer=self.last,
+        )
+        self.b, self.kv, self.heads = buffers, kv, num_heads
+
+    def plan(self) -> None:
+        bs, lengths = self.kv.block_size, self.b.host_meta[3]
+        pages = (lengths + bs - 1) // bs
+        indptr = torch.zeros(self.b.size + 1, dtype=torch.int32)
+        indptr[1:] = pages.cumsum(0)
+        used = torch.arange(self.b.width)[None, :] < pages[:, None]
+        indices = self.b.host_tables[used].to(self.kv.k.device, torch.int32)
+        self.wrapper.plan(
+            indptr,
+            indices,
+            (lengths - (pages - 1) * bs).int(),
+            self.heads,
+            self.kv.k.shape[-2],
+            self.kv.k.shape[-1],
+            bs,
+            q_data_type=self.kv.k.dtype,
+            kv_data_type=self.kv.k.dtype,
+        )
+
+    def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return self.wrapper.run(q.contiguous(), (self.kv.k[layer], self.kv.v[layer]))

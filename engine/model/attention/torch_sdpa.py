@@ -30,16 +30,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 from torch.nn.attention.bias import CausalBias, causal_lower_right
 
 from engine.devices import to_device
+from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.slots import padded
 from engine.kv.step import SeqSpan
+from engine.model.attention.sdpa import attend
+from engine.model.attention.torch_decode import TorchDecode
 from engine.model.causal_attention import merge
 
-_flash_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns the log-sum-exp too
 # Pad while start^2 <= PADDED_CROSSOVER x length (padding_pays): one Qwen2.5-0.5B layer, float32, 2 CPU threads
 # (scripts/warm_crossover.py, CPU time on a loaded machine): padded / split 0.88 at 16 cached before 1,008
 # new tokens, 1.04-1.17 at 64-128, 1.30 at 256.
@@ -67,6 +68,9 @@ class TorchBackend:
 
     def plan(self, spans: Sequence[SeqSpan], kv: KVCache) -> TorchPlan:
         return TorchPlan(spans, kv, self.device, self.split, self.native_gqa)
+
+    def static_decode(self, buffers: DecodeBuffers, kv: KVCache, num_heads: int) -> TorchDecode:
+        return TorchDecode(buffers, kv, self.native_gqa)
 
 
 class TorchPlan:
@@ -119,15 +123,15 @@ class TorchPlan:
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         qb, native = self._batched(q), self.native_gqa
         if self.mode == "causal":
-            out = _attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
+            out = attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
         elif self.mode == "gathered":
-            out = _attend(qb, *self._gather(layer), self._folded(q.shape[1]), False, native)[0]
+            out = attend(qb, *self._gather(layer), self._folded(q.shape[1]), False, native)[0]
         elif self.mode == "padded":  # the rows of a cold prefill of [0, start + length): its kernel's work
             padded = torch.cat((q.new_zeros(self.start, *q.shape[1:]), q))[None].transpose(1, 2)
-            out = _attend(padded, *self._gather(layer), None, True, native)[0][:, :, self.start :]
+            out = attend(padded, *self._gather(layer), None, True, native)[0][:, :, self.start :]
         else:
-            o_ctx, lse_ctx = _attend(qb, *self._gather(layer), self.mask, False, native)
-            o_new, lse_new = _attend(qb, self._batched(k), self._batched(v), None, True, native)
+            o_ctx, lse_ctx = attend(qb, *self._gather(layer), self.mask, False, native)
+            o_new, lse_new = attend(qb, self._batched(k), self._batched(v), None, True, native)
             out = merge(o_ctx, lse_ctx.masked_fill(self.no_context, float("-inf")), o_new, lse_new)
         rows = out.transpose(1, 2).reshape(self.n * self.width, *q.shape[1:])
         return rows if self.unpad is None else rows.index_select(0, self.unpad)
@@ -169,33 +173,6 @@ class TorchPlan:
             torch.index_select(p, 0, self.slots.view(-1), out=buffer)
             out.append(buffer.view(shape).transpose(1, 2))
         return out[0], out[1]
-
-
-def _attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | CausalBias | None,
-    causal: bool,
-    native: bool,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Output `[B, heads, T, head_dim]` and, from CPU flash attention (`native`: it broadcasts KV heads
-    itself), the float32 log-sum-exp `[B, heads, T]`. Elsewhere SDPA's fused kernels, which want one KV head
-    per query head: under a mask (already folded, `TorchPlan._folded`) the query heads of a KV head are folded
-    into its rows (no K/V copy); causal, the new K/V (T rows) are repeated per head; one sequence's
-    lower-right causal bias goes to SDPA as it is, with `enable_gqa` (flash where it can run, no mask made)."""
-    if native:
-        out, lse = _flash_cpu(q, k, v, is_causal=causal, attn_mask=mask)[:2]
-        return out, lse.float()
-    b, h, t, d = q.shape
-    group = h // k.shape[1]
-    if causal:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=True), None
-    if isinstance(mask, CausalBias):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True), None
-    out = F.scaled_dot_product_attention(q.reshape(b, k.shape[1], group * t, d), k, v, attn_mask=mask)
-    return out.reshape(b, h, t, d), None  # CUDA's fused kernels return a transposed [B, T, H, D] buffer
 
 
 def padding_pays(start: int, length: int) -> bool:
