@@ -70,6 +70,7 @@ def build_report(
         "expected_cached_tokens": analysis.expected_cached_tokens,
         "miss_reason": analysis.reason,
         "divergence": divergence,
+        "hint": analysis.hint,
         "finish_reason": gen.finish_reason,
         "timing": timing,
     }

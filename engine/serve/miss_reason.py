@@ -16,7 +16,10 @@ served:
   served than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
   lies in the previous reply, whose text came back but tokenizes otherwise than the tokens the model
   sampled: `retokenized` holds both tokens' strings around it), then, by the region the first change lies
-  in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed.
+  in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed;
+- `hint`, for those three: the changed span's cause, both renderings of it, the fix, and the tokens the
+  cache would have served had only that span differed (`engine.traces.doctor.hint`, the doctor's
+  classifier).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.prompts.regions import common_prefix
+from engine.traces.doctor.hint import token_hint
 from engine.traces.miss_reasons import changed_in
 
 REASONS = (
@@ -67,6 +71,7 @@ class MissAnalysis:
     lost_tokens: int
     reason: str | None
     retokenized: dict[str, list[str]] | None = None  # reply_retokenized: {"sampled": [...], "prompt": [...]}
+    hint: dict[str, object] | None = None  # a change's cause and fix (engine.traces.doctor.hint)
 
 
 def classify(
@@ -102,7 +107,12 @@ def classify(
         reason = changed_in(region_kind(change))
     else:
         reason = None
-    return MissAnalysis(reusable, change, lost, reason, pieces if reason == "reply_retokenized" else None)
+    hint = None
+    if reason in ("system_changed", "tools_changed", "messages_changed"):
+        hint = token_hint(before, prompt_ids, change, region_kind(change), decode, block_size).as_dict()
+    return MissAnalysis(
+        reusable, change, lost, reason, pieces if reason == "reply_retokenized" else None, hint
+    )
 
 
 def retokenized(

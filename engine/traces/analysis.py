@@ -4,9 +4,10 @@ Each request is rendered with the model's chat template and tokenizer (no weight
 engine's own `BlockManager` exactly as a replay drives it (the same cached-token counts, request by
 request) and by each chosen hosted rule. Per request: prompt and cached tokens, where reuse ended and
 where the prompt first differs from the request it continues plus that request's reply (token, region,
-text), per rule the cached tokens and input cost, the usage the provider recorded where the trace has it,
-and per cache (each rule, and the recorded usage) where a miss came from (`engine.traces.miss_reasons`), and
-the recorded reads and writes the trace's own requests cannot explain (`engine.traces.unexplained`).
+text, and the doctor's cause of it: `engine.traces.doctor.hint`), per rule the cached tokens and input
+cost, the usage the provider recorded where the trace has it, and per cache (each rule, and the recorded
+usage) where a miss came from (`engine.traces.miss_reasons`), and the recorded reads and writes the
+trace's own requests cannot explain (`engine.traces.unexplained`).
 A usage-only request (no content in the trace) gets its recorded figures and recorded miss reason only.
 """
 
@@ -23,6 +24,7 @@ from engine.prompts.messages import Message
 from engine.prompts.regions import RenderedPrompt, common_prefix, marked_text
 from engine.traces.blocks import BlockChain
 from engine.traces.chains import previous_requests
+from engine.traces.doctor.hint import token_hint
 from engine.traces.envelope import SERVER
 from engine.traces.hidden_prefix import with_hidden
 from engine.traces.miss_reasons import Miss, TokenChange, changed_in, miss_reason
@@ -71,6 +73,7 @@ class AnalyzedRequest:
     cache_retention: str | None = None
     regions: list[tuple[str, int, int]] = field(default_factory=list)  # for each session's last request
     token_change: TokenChange | None = None  # the change as the rendered tokens show it (None: no content)
+    change_cause: str = ""  # the doctor's cause of the first change (engine.traces.doctor.hint; "": none)
     unanswered: tuple[str, ...] = ()  # tool calls its history holds without their results
     unexplained_read: int | None = None  # recorded reads no earlier request could have left (tokens)
     unread_write: int | None = None  # recorded writes no later request read while live (tokens)
@@ -214,6 +217,12 @@ class Analyzer:
         change = lcp if before is not None and lcp < len(before.before) else -1
         rendered = RenderedPrompt(ids, prompt.text, self.renderer.regions(req, prompt, ends))
         tokens = TokenChange(changed_in(rendered.region_at(change).kind) if change >= 0 else None)
+        decode = self.renderer.tokenizer.decode
+        cause = (
+            token_hint(before.before, ids, change, rendered.region_at(change).kind, decode, 1).cause
+            if before is not None and change >= 0
+            else ""
+        )
         if keep_ids and not served["local"].why_none:  # a request the local model refuses is in no sweep
             self.prompts.append((ids, reply_ids))
         cached = served["local"].cached_tokens
@@ -257,6 +266,7 @@ class Analyzer:
             cache_key=req.cache_key,
             cache_retention=req.cache_retention,
             token_change=tokens,
+            change_cause=cause,
             unanswered=req.unanswered,
         )
         return record, _Kept(ids + reply_ids[:-1], hosted, served), (prompt, ends)

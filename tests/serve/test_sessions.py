@@ -108,6 +108,9 @@ def test_sessions_are_matched_and_misses_explained(smollm2_server: Server) -> No
     assert second["previous_request_id"] == first["request_id"] and second["miss_reason"] == "system_changed"
     assert second["divergence"]["region"] == "system" and "09:0⟂" in second["divergence"]["text"]
     assert second["cached_tokens"] == second["expected_cached_tokens"] <= second["divergence"]["token"]
+    hint = second["hint"]  # the doctor's classifier: the clock, and what moving it would have served
+    assert (hint["cause"], hint["before"], hint["after"]) == ("clock", "09:00", "09:05")
+    assert second["cached_tokens"] <= hint["would_serve_tokens"] < second["prompt_tokens"]
     third = ask(POLICIES + "09:05", "Book Paris.", tools=True)  # this template appends tools to the system
     assert third["miss_reason"] == "tools_changed" and third["divergence"]["region"] == "tools"
     fourth = ask(POLICIES + "09:05", "Book Rome.", tools=True)

@@ -225,7 +225,9 @@ def write_trace_results(
     lines += ["", "## What changed where reuse was lost", ""]
     lines += [
         f"- {r.conversation} request {r.turn}: {r.lost_tokens} tokens the previous request had cached, "
-        f"recomputed; changed in `{r.change_region}` at token {r.first_change}: "
+        f"recomputed; changed in `{r.change_region}` at token {r.first_change}"
+        + (f" ({r.change_cause})" if r.change_cause else "")
+        + ": "
         f"`{markdown_text(r.change_context)}`"
         for r in worst(records)
     ] or ["- nothing: every request extends the previous one and its reply"]

@@ -38,6 +38,7 @@ PATH_PATTERN = re.compile(r"(~|\.{1,2})?/[\w.@+-]+/[\w.@+/-]*|[A-Za-z]:\\[\w.\\ 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.IGNORECASE)
 TOKEN = re.compile(r"[A-Za-z0-9_+/=-]{8,}")
 HEX = set("0123456789abcdef")
+PUNCTUATION = ".,;:!?()[]{}\"'`"  # around a word, not part of its value
 NUMBER = re.compile(r"[-+]?\d+([.,]\d+)?")
 
 
@@ -98,7 +99,7 @@ def is_nonce(before: str, after: str) -> bool:
 
 def is_counter(before: str, after: str) -> bool:
     """Both sides are numbers (after stripping what they share): a counter, a balance, a budget."""
-    return NUMBER.fullmatch(before.strip()) is not None and NUMBER.fullmatch(after.strip()) is not None
+    return all(NUMBER.fullmatch(s.strip().strip(PUNCTUATION)) is not None for s in (before, after))
 
 
 def is_reordered(before: str, after: str) -> bool:

@@ -117,3 +117,20 @@ def test_measure_pairs_each_fix_with_the_original(model, tmp_path) -> None:
     assert clock["cause"] == "clock"
     assert float(clock["ttft_ratio_min"]) <= float(clock["ttft_ratio"]) <= float(clock["ttft_ratio_max"])
     assert "TTFT" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_replay_names_each_change_with_the_doctors_classifier(layout_traces, model, tmp_path) -> None:
+    out = tmp_path / "replay"
+    args = [
+        "replay",
+        str(layout_traces["timestamp-first"]),
+        "--analyze",
+        "--model",
+        model,
+        "--rules",
+        "local",
+    ]
+    assert main([*args, "--out", str(out)]) == 0
+    requests = json.loads((out / "analysis.json").read_text())["requests"]
+    assert [r["change_cause"] for r in requests] == ["", "clock", "clock", "clock"]
+    assert "(clock)" in (out / "report.md").read_text()
