@@ -12,7 +12,9 @@ server) and scripts/agents_check.py (against `python -m engine.serve`).
 
 from __future__ import annotations
 
+import argparse
 import importlib.metadata
+import math
 import os
 import shlex
 import shutil
@@ -58,6 +60,42 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def seconds(value: str) -> float:
+    """argparse `type=` for a wait: a finite number of seconds above 0 (nan never ended, -5 never started)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {value}")
+    return number
+
+
+def writable_folder(parser: argparse.ArgumentParser, flag: str, path: Path) -> None:
+    """Make the folder `path` (with its parents) and check it can be written, else argparse's one error line
+    naming `flag` (exit 2), before anything is installed or started."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(13, "not writable")
+    except OSError as e:
+        parser.error(f"{flag} {path}: cannot write there ({e.strerror or e})")
+
+
+def missing(clients: list[str], tools_dir: Path) -> dict[str, str]:
+    """Client -> why it cannot run, for those not installed (nothing is installed here: --no-install)."""
+    out = {
+        c: f"not found in {tools_dir} nor on PATH (--no-install)"
+        for c in clients
+        if c in CODING_AGENTS and not find_tool(c, tools_dir)
+    }
+    return out | {
+        c: f"{PIP_PACKAGES[c]} is not installed (--no-install)"
+        for c in clients
+        if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c])
+    }
 
 
 def find_tool(client: str, tools_dir: Path | None) -> str | None:

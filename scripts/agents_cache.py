@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_runs import CODEX_MODEL, CODING_AGENTS, command, prepare, run
+from agent_runs import CODEX_MODEL, CODING_AGENTS, command, prepare, run, seconds, writable_folder
 from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, cap_flags, prepare_clients
 
 RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
@@ -146,20 +146,24 @@ def main(argv: list[str] | None = None) -> int:
         default=Path("/tmp/kvtestbed-agents-cache"),
         help="server log, record, work trees",
     )
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per client run")
+    parser.add_argument("--timeout", type=seconds, default=900.0, help="seconds per client run")
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--no-netns", action="store_true")
     args = parser.parse_args(argv)
     written = [args.out / "report.md", args.out / "requests.csv"]
     if not args.overwrite and any(p.exists() for p in written):
         parser.error(f"{args.out} already holds report.md or requests.csv; pass --overwrite to replace them")
+    writable_folder(parser, "--out", args.out)
+    writable_folder(parser, "--work", args.work)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on a kill too
     skipped = prepare_clients(args)
     if isinstance(skipped, int):  # the run in the namespace is over: its exit status
         return skipped
     clients = [c for c in args.clients if c not in skipped]
     lines = [f"{c}: skipped: {skipped[c]}" for c in args.clients if c in skipped]
-    args.work.mkdir(parents=True, exist_ok=True)
+    if not clients:  # nothing would run: no server, no report of nothing
+        print(f"error: no client to run: {'; '.join(lines)}", file=sys.stderr)
+        return 1
     server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.work, cap_flags(CAP_TOKENS), CAP_TOKENS)
     rows: list[Row] = []
     try:

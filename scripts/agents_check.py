@@ -13,8 +13,10 @@ ask for, replies capped at 32 tokens (random weights never end one); the Python 
 `smollm2-135m` and ask for that name, replies capped at 256 tokens. Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
 the npm registry (skipped, with the reason, where npm is absent); the Python clients are installed with pip
 where missing. Then, where it can, the check re-runs itself in a network namespace with only loopback up.
-Every wait is bounded (server start, each run); the servers are always stopped. Exit status 0 when every
-client that ran exited 0 both times, got no 4xx/5xx and its repeated request was served cached tokens.
+Every wait is bounded (server start, each run; --timeout and --python-timeout finite seconds above 0); the
+servers are always stopped. Exit status 0 when every client that ran exited 0 both times, got no 4xx/5xx and
+its repeated request was served cached tokens; 1 when one did not, or its server never started (a bad
+--server-flag, a --coding-model that does not load); 2 for a bad flag or an --out that cannot be written.
 """
 
 from __future__ import annotations
@@ -47,10 +49,13 @@ from agent_runs import (
     find_tool,
     free_port,
     in_loopback_netns,
+    missing,
     package_version,
     prepare,
     run,
+    seconds,
     version,
+    writable_folder,
 )
 
 KEY = "sk-kvtestbed-agents-check"
@@ -129,6 +134,7 @@ class Outcome:
     client: str
     version: str | None = None
     skipped: str | None = None
+    failed: str | None = None  # why it could not run where it should have (its server never started)
     runs: list[Run] = field(default_factory=list)
     statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
     recorded: int = 0
@@ -138,13 +144,16 @@ class Outcome:
     def ok(self) -> bool:
         errors = any(status >= 400 for _, _, status in self.statuses)
         cached = self.repeat is not None and (self.repeat.cached or 0) > 0
-        return self.skipped is None and all(r.exit == 0 for r in self.runs) and not errors and cached
+        ran = self.skipped is None and self.failed is None
+        return ran and all(r.exit == 0 for r in self.runs) and not errors and cached
 
 
 def report(outcome: Outcome, model: str) -> str:
     """The lines printed for one client."""
     if outcome.skipped:
         return f"{outcome.client}: skipped: {outcome.skipped}"
+    if outcome.failed:
+        return f"{outcome.client} on {model}: FAILED: {outcome.failed}"
     lines = [f"{outcome.client} {outcome.version} on {model}: {'ok' if outcome.ok else 'FAILED'}"]
     for n, r in enumerate(outcome.runs, 1):
         lines.append(f"  run {n}: exit {r.exit} after {r.seconds:.0f} s; last line: {r.last_line[:200]}")
@@ -263,7 +272,9 @@ def prepare_clients(args: argparse.Namespace) -> dict[str, str] | int:
     network namespace where possible: the clients skipped and why, or the exit status of that re-run."""
     if os.environ.get(NETNS_VARIABLE):  # the re-run inside the namespace: the installs are done
         return json.loads(os.environ.get(SKIPPED_VARIABLE, "{}"))
-    skipped = {} if args.no_install else install(args.clients, args.tools_dir)
+    skipped = (
+        missing(args.clients, args.tools_dir) if args.no_install else install(args.clients, args.tools_dir)
+    )
     os.environ[SKIPPED_VARIABLE] = json.dumps(skipped)
     if not args.no_netns and (rc := in_loopback_netns()) is not None:
         return rc
@@ -301,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=Path("/tmp/kvtestbed-agents-check"))
     parser.add_argument("--no-install", action="store_true", help="only find the clients, install nothing")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per Claude Code / Codex run")
-    parser.add_argument("--python-timeout", type=float, default=300.0, help="seconds per Python client run")
+    parser.add_argument("--timeout", type=seconds, default=900.0, help="seconds per Claude Code / Codex run")
+    parser.add_argument("--python-timeout", type=seconds, default=300.0, help="seconds per Python client run")
     parser.add_argument(
         "--server-flag", action="append", default=[], help="an extra engine.serve flag (repeatable)"
     )
@@ -313,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
     args = parser.parse_args(argv)
+    writable_folder(parser, "--out", args.out)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped on a kill too
     skipped = prepare_clients(args)
     if isinstance(skipped, int):  # the run in the namespace is over: its exit status
@@ -343,8 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         server = Server(model, names, out, cap + args.server_flag, tokens)
         try:
             print(f"server: {' '.join(server.argv[1:])}", flush=True)
-            if (why := server.wait_ready()) is not None:
-                outcomes += [(Outcome(c, skipped=why), model) for c in runnable]
+            if (why := server.wait_ready()) is not None:  # a failure, not a skip: exit 1
+                outcomes += [(Outcome(c, failed=why), model) for c in runnable]
+                print(f"error: {why} (log: {server.log})", file=sys.stderr, flush=True)
                 continue
             for client in runnable:
                 outcome = check_client(client, server, out, args, client_model)
@@ -356,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     for outcome, model in outcomes:
         print(
             report(outcome, model)
-            if outcome.skipped
+            if outcome.skipped or outcome.failed
             else f"  {outcome.client}: {'ok' if outcome.ok else 'FAILED'}"
         )
     return 0 if all(o.ok for o, _ in outcomes if not o.skipped) else 1
