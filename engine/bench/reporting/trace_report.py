@@ -56,14 +56,6 @@ AGREEMENT_COLUMNS = [
     "disagreements",
     "same_reason",
 ]
-DISAGREEMENT_COLUMNS = [
-    "conversation",
-    "turn",
-    "recorded_share",
-    "predicted_share",
-    "disagreement",
-    "rule_says",
-]
 MISS_COLUMNS = ["cache", "reason", "requests", "missed_tokens"]
 WORST = 5
 NOT_REPORTED = "not reported"
