@@ -26,7 +26,7 @@ from engine.traces.blocks import BlockChain
 from engine.traces.chains import previous_requests
 from engine.traces.doctor.hint import token_hint
 from engine.traces.envelope import SERVER
-from engine.traces.hidden_prefix import with_hidden
+from engine.traces.hidden_prefix import HiddenPrefix, with_hidden
 from engine.traces.miss_reasons import Miss, TokenChange, changed_in, miss_reason
 from engine.traces.outcomes import recorded_outcome, rule_outcome, shared_blocks
 from engine.traces.providers.base import CacheRule, RulePrompt, Served
@@ -131,7 +131,8 @@ class Analyzer:
             BlockChain(renderer.tokenizer) if any(r.name == "anthropic" for r in self.rules) else None
         )
         self.prompts: list[tuple[list[int], list[int]]] = []  # (prompt ids, reply ids) when kept
-        self.hidden: dict[str, int] = {}  # session -> hidden prefix tokens the hosted rules see
+        self.hidden: dict[str, HiddenPrefix] = {}  # session -> the prefix the hosted rules see ahead
+        self.warmed: set[str] = set()  # sessions whose hidden prefix the hosted rules hold already
 
     def _rule_prompt(self, req: TraceRequest, ids: list[int], when: float, reply: list[int]) -> RulePrompt:
         chain = self.chain.chain(req) if self.chain is not None else ()
@@ -151,7 +152,10 @@ class Analyzer:
         )
 
     def run(
-        self, requests: Sequence[TraceRequest], keep_ids: bool = False, hidden: dict[str, int] | None = None
+        self,
+        requests: Sequence[TraceRequest],
+        keep_ids: bool = False,
+        hidden: dict[str, HiddenPrefix] | None = None,
     ) -> list[AnalyzedRequest]:
         """Serve the requests in the order given (interleave sessions by time before calling this); `hidden`:
         per session, the tokens of prompt the trace lacks, ahead of its messages for the hosted rules
@@ -208,8 +212,15 @@ class Analyzer:
         ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
         reply_ids = self.renderer.reply(req, prompt, reply, req.reply_cut) if reply is not None else []
         rp = self._rule_prompt(req, ids, when, reply_ids)
-        hidden = self.hidden.get(req.session, 0)
+        prefix = self.hidden.get(req.session)
+        hidden = prefix.tokens if prefix is not None else 0
         hosted = with_hidden(rp, hidden) if hidden else rp  # the whole prompt, as far as it is estimated
+        if prefix is not None and prefix.cached and req.session not in self.warmed:  # read: cached before
+            self.warmed.add(req.session)
+            for rule in self.rules:
+                rule.serve(
+                    with_hidden(replace(rp, token_ids=[], chain=(), breakpoints=(), reply_ids=[]), hidden)
+                )
         served = {"local": self.local.serve(rp)} | {
             r.name: _whole(r.serve(hosted), len(hosted.token_ids)) for r in self.rules
         }

@@ -9,8 +9,9 @@ request that records one (what was cached before any message of its own; `--hidd
 gives it instead), and the hosted rules see N placeholder tokens before the messages, one content block
 with a `cache_control` breakpoint at its end (where Claude Code marks its system prompt), so the
 providers' minimums and breakpoints apply to the whole prompt and shares are of the same base as the
-recorded ones. Sessions with prefixes of the same estimated size share them (most likely the same agent's
-system prompt and tools). It is an estimate: the local cache, which holds what the trace holds, is not
+recorded ones. A prefix estimated from a read was cached before the session's first request (other calls
+wrote it): the hosted rules hold it before that request. Sessions with prefixes of the same estimated size
+share them (most likely the same agent's system prompt and tools). It is an estimate: the local cache, which holds what the trace holds, is not
 given one.
 """
 
@@ -32,6 +33,11 @@ GIVEN = "--hidden-prefix-tokens"
 class HiddenPrefix:
     tokens: int
     source: str  # how it was estimated
+
+    @property
+    def cached(self) -> bool:
+        """Whether it was in the cache before the session's first request (it was read there)."""
+        return self.source == FROM_FIRST_READ
 
 
 def estimate(requests: Sequence[TraceRequest], given: int | None = None) -> dict[str, HiddenPrefix]:
@@ -59,7 +65,7 @@ def with_hidden(prompt: RulePrompt, tokens: int) -> RulePrompt:
     root = hashlib.blake2b(f"hidden:{prompt.model or ''}:{tokens}".encode(), digest_size=16).digest()
     chain = ((root, tokens), *((chain_hash(root, h), n + tokens) for h, n in prompt.chain))
     ttl = max((t for _, t in prompt.breakpoints), default=FIVE_MINUTES)
-    marks = ((0, ttl), *((b + 1, t) for b, t in prompt.breakpoints)) if prompt.chain else ()
+    marks = ((0, ttl), *((b + 1, t) for b, t in prompt.breakpoints))
     return replace(prompt, token_ids=[*ids, *prompt.token_ids], chain=chain, breakpoints=marks)
 
 
@@ -72,6 +78,7 @@ def notes(hidden: dict[str, HiddenPrefix]) -> list[str]:
     how = " / ".join(sorted({h.source for h in hidden.values()}))
     return [
         f"hidden prefix (an estimate): {len(hidden)} sessions lack the system prompt or tools; hosted rules see "
-        f"{shown} placeholder tokens before their messages (from {how}), with a breakpoint after them; "
-        "predicted and recorded shares are of the whole prompt; the local cache sees the messages only"
+        f"{shown} placeholder tokens before their messages (from {how}), with a breakpoint after them, held "
+        "before a session's first request where it was read there; predicted and recorded shares are of the "
+        "whole prompt; the local cache sees the messages only"
     ]

@@ -58,16 +58,17 @@ def test_the_hidden_block_comes_first_with_a_breakpoint() -> None:
 def test_no_request_is_below_the_minimum_its_recorded_read_exceeds(tmp_path: Path, tiny) -> None:
     requests = load_inputs([subagent(tmp_path)]).requests
 
-    def run(hidden: dict[str, int]) -> list:
+    def run(hidden: dict[str, HiddenPrefix]) -> list:
         local = LocalRule(BlockManager(tiny.blocks.num_blocks, tiny.blocks.block_size, b"h"))
         renderer = TraceRenderer(tiny.tokenizer, tiny.source.eos_ids)
         return Analyzer(renderer, local, [AnthropicRule()]).run(requests, hidden=hidden)
 
     bare = run({})
     assert all(r.served["anthropic"].below_minimum for r in bare)  # the messages alone: ~100 tokens
-    whole = run({"session-h": 6000})
-    served = [r.served["anthropic"] for r in whole]
-    assert not any(s.below_minimum for s in served)
-    assert served[0].cached_tokens == 0 and served[0].written_tokens > 6000  # the first write, whole prompt
-    assert all(s.cached_tokens > 6000 for s in served[1:])
-    assert all(s.prompt_tokens > 6000 for s in served)  # shares on the recorded base
+    given = [r.served["anthropic"] for r in run({"session-h": HiddenPrefix(6000, GIVEN)})]
+    assert not any(s.below_minimum for s in given)
+    assert given[0].cached_tokens == 0 and given[0].written_tokens > 6000  # the first write, whole prompt
+    assert all(s.cached_tokens > 6000 for s in given[1:])
+    assert all(s.prompt_tokens > 6000 for s in given)  # shares on the recorded base
+    read = [r.served["anthropic"] for r in run({"session-h": HiddenPrefix(6000, FROM_FIRST_READ)})]
+    assert read[0].cached_tokens == 6000 and read[0].written_tokens < 200  # held before, as recorded

@@ -118,7 +118,7 @@ def run_analysis(
     context = setup.context
     analyzer = setup.analyzer()
     hidden = estimate(requests, getattr(args, "hidden_prefix_tokens", None))
-    records = analyzer.run(requests, keep_ids=args.pressure, hidden={s: h.tokens for s, h in hidden.items()})
+    records = analyzer.run(requests, keep_ids=args.pressure, hidden=hidden)
     over = sum(1 for r in records if LOCAL in r.served and r.served[LOCAL].why_none)
     if over:
         print(
