@@ -1,5 +1,6 @@
 """One device, end to end: the device tests, the benchmark suite against transformers, the layout bench, and a
-summary. Run through scripts/device_check.sh; on a GPU the whole plan is budgeted to finish within 8 minutes.
+summary. Run through scripts/device_check.sh; on a GPU the whole plan is budgeted to finish within 8 minutes after a
+warm-up of the attention kernels (FlashInfer's JIT compile at first use: at most 5 minutes, its time reported).
 
     scripts/device_check.sh cuda|mps|cpu [--dry-run] [--out DIR]
 
@@ -58,6 +59,7 @@ class Plan:
 GPU_MODELS = ("qwen2.5-0.5b", "qwen2.5-7b")
 GPU_LAYOUT = "--model synthetic:qwen2.5-0.5b --scale large --repeats 2 --replies scripted"
 GPU_TIMEOUTS = {
+    "warm-up": 300,  # the paged kernels' first use (FlashInfer's JIT compile): once, before any timed step
     "tests": 120,
     "kernels": 30,
     "kernels-torch": 30,
@@ -86,11 +88,14 @@ class Step:
 
 
 def steps(device: str, plan: Plan, out: Path) -> list[Step]:
-    """The plan's commands, in order: tests, the attention kernels (on CUDA of the backend auto picks and of
-    the torch fallback), one benchmark run per model, the layout bench."""
+    """The plan's commands, in order: (CUDA) the attention kernels' warm-up, tests, the attention kernels (on
+    CUDA of the backend auto picks and of the torch fallback), one benchmark run per model, the layout bench."""
     on = ["--device", device, "--dtype", plan.dtype]
     pytest = [sys.executable, "-m", "pytest"]
-    run = [
+    check = [sys.executable, str(REPO / "scripts" / "kernel_check.py"), *on]
+    warm = [*check, "--warm-up", "--length", str(plan.kernel_length), "--out", str(out / "warm-up.json")]
+    run = [Step("warm-up", warm, plan.timeouts["warm-up"], ("warm-up.json",))] if device == "cuda" else []
+    run += [
         Step(
             "tests",
             [*pytest, *TESTS, *on, *QUIET, f"--junitxml={out / 'tests.xml'}"],
@@ -101,9 +106,7 @@ def steps(device: str, plan: Plan, out: Path) -> list[Step]:
             Step(
                 name,
                 [
-                    sys.executable,
-                    str(REPO / "scripts" / "kernel_check.py"),
-                    *on,
+                    *check,
                     "--attention",
                     backend,
                     "--length",

@@ -59,8 +59,9 @@ def kernel_lines(path: Path) -> list[str]:
         return [f"Attention kernels: no result (see {path.stem}.log)."]
     k = json.loads(path.read_text())
     target = f" (target <= {k['target']})" if k["target"] is not None else ""
-    share = k.get("decode_host_share")
+    share, graphs = k.get("decode_host_share"), k.get("decode_host_share_graphs")
     host = f"; decode step host share {share:.1%}" if share is not None else ""
+    host += f" ({graphs:.1%} as CUDA graphs)" if graphs is not None else ""
     return [
         f"Attention ({k.get('attention', '?')}): warm prefill ({k['length']} tokens, one block cached) fused "
         f"{', '.join(k['fused_kernels']) or 'NONE'}; decode {', '.join(k.get('decode_kernels', [])) or 'NONE'}; "
@@ -139,6 +140,14 @@ def summarize(
         verdict = ("met" if bench["targets_met"] else "NOT met") if device == "cuda" else "n/a (not CUDA)"
         prefill = [_cell(bench["prefill"].get(p)) for p in prefills]
         lines.append(_row([bench["model"], _cell(bench["decode"]), *prefill, verdict]))
+    if (
+        out / "warm-up.json"
+    ).exists():  # the kernels' first use (FlashInfer's JIT compile), before any timing
+        w = json.loads((out / "warm-up.json").read_text())
+        graphs = (
+            f", capturing the decode graphs {w['graphs_s']:.1f} s" if w.get("graphs_s") is not None else ""
+        )
+        lines += ["", f"Attention kernels' warm-up ({w['attention']}): {w['warm_up_s']:.1f} s{graphs}."]
     lines += ["", *kernel_lines(out / "kernels.json")]
     if (out / "kernels-torch.json").exists():
         lines += kernel_lines(out / "kernels-torch.json")

@@ -3,6 +3,7 @@ committed benchmark run."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -46,19 +47,21 @@ def test_gpu_dry_run_prints_every_step_within_eight_minutes(device: str, tmp_pat
         assert f"--model synthetic:{model} --shapes device" in text and f"{out}/bench-{model}.json" in text
     assert "--scale large" in text and f"--out {out}/layout" in text
     planned = device_check.steps(device, device_check.PLANS[device], out)
-    assert sum(step.timeout_s for step in planned) <= 8 * 60
+    timed = [step for step in planned if step.name != "warm-up"]
+    assert sum(step.timeout_s for step in timed) <= 8 * 60
+    assert [s.name for s in planned if s not in timed] == (["warm-up"] if device == "cuda" else [])
     assert not out.exists(), "a dry run writes nothing"
 
 
 def test_cpu_runs_the_same_steps_with_smaller_shapes(tmp_path: Path) -> None:
     cpu, cuda = (device_check.steps(d, device_check.PLANS[d], tmp_path) for d in ("cpu", "cuda"))
     assert [s.name for s in cpu] == ["tests", "kernels", "bench-qwen2.5-0.5b", "layout"]
-    assert cpu[0].argv[3:11] == cuda[0].argv[3:11] == device_check.TESTS
+    assert cpu[0].argv[3:11] == cuda[1].argv[3:11] == device_check.TESTS
     assert "--shapes" in cpu[2].argv and cpu[2].argv[cpu[2].argv.index("--shapes") + 1] == "smoke"
-    assert cpu[1].argv[-4:-2] == ["--length", "256"] and cuda[1].argv[-4:-2] == ["--length", "2048"]
-    # CUDA checks the library backend auto picks and the torch fallback
-    assert [s.name for s in cuda][:3] == ["tests", "kernels", "kernels-torch"]
-    assert cuda[2].argv[cuda[2].argv.index("--attention") + 1] == "torch"
+    assert cpu[1].argv[-4:-2] == ["--length", "256"] and cuda[2].argv[-4:-2] == ["--length", "2048"]
+    # CUDA warms the kernels up first, then checks the library backend auto picks and the torch fallback
+    assert [s.name for s in cuda][:4] == ["warm-up", "tests", "kernels", "kernels-torch"]
+    assert "--warm-up" in cuda[0].argv and cuda[3].argv[cuda[3].argv.index("--attention") + 1] == "torch"
 
 
 def test_an_absent_device_is_refused_in_one_line(tmp_path: Path, capsys) -> None:
@@ -126,3 +129,8 @@ def test_summary_reads_the_tests_and_a_benchmark_run(tmp_path: Path) -> None:
     )
     verdict = "met" if bench["targets_met"] else "NOT met"
     assert f"| {ratios['ours/transformers decode @2048']:.3f} |" in row and row.endswith(f"| {verdict} |")
+    assert "warm-up" not in summary["markdown"]  # none ran
+    warm = {"device": "cuda", "attention": "FlashInfer 0.4", "warm_up_s": 71.25, "graphs_s": 3.5}
+    (tmp_path / "warm-up.json").write_text(json.dumps(warm))
+    markdown = summarize(tmp_path, "cuda", "a GPU", "bfloat16", 2048, "abc1234", results)["markdown"]
+    assert "warm-up (FlashInfer 0.4): 71.2 s, capturing the decode graphs 3.5 s." in markdown

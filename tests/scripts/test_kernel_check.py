@@ -19,3 +19,11 @@ def test_the_warm_path_runs_a_fused_kernel(tiny_dir, tmp_path, capsys) -> None:
     assert report["fused_kernels"] == ["aten::_scaled_dot_product_flash_attention_for_cpu"]
     assert report["math_fallback"] == [] and report["rounds"] == 2 and report["target"] is None
     assert report["warm_over_cold"] > 0 and json.loads(capsys.readouterr().out) == report
+
+
+def test_warm_up_runs_the_kernels_once_and_says_how_long(tiny_dir, tmp_path) -> None:
+    out = tmp_path / "warm-up.json"
+    args = ["--device", "cpu", "--model", str(tiny_dir("qwen2")), "--length", "64", "--warm-up"]
+    assert kernel_check.main([*args, "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["warm_up_s"] > 0 and report["graphs_s"] is None  # graphs: CUDA only
