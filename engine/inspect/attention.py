@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from engine.errors import AttentionTooLargeError, PromptError
+from engine.errors import AttentionTooLargeError, InvalidArgumentError, PromptError
 from engine.kv.step import StepContext
 from engine.prompts.encoder import PromptEncoder
 from engine.prompts.regions import Region, RenderedPrompt
@@ -58,9 +58,16 @@ class AttentionMaps:
         return shares.index_add_(-1, which, self.probs)
 
     def share(self, labels: Sequence[str]) -> torch.Tensor:
-        """[layers, heads, rows]: the attention mass on the union of the given region labels."""
-        shares = self.region_shares()
-        return shares[..., [self.region_labels.index(label) for label in labels]].sum(-1)
+        """[layers, heads, rows]: the attention mass on the union of the given region labels; a label this
+        prompt has no region of is refused by name, with the labels it has."""
+        known = self.region_labels
+        missing = [label for label in labels if label not in known]
+        if missing:
+            raise InvalidArgumentError(
+                f"share: this prompt has no {', '.join(map(repr, missing))} region; its regions are "
+                f"{', '.join(known)} (a message opening with <agent_status> is the status region)"
+            )
+        return self.region_shares()[..., [known.index(label) for label in labels]].sum(-1)
 
 
 def attention_rows(

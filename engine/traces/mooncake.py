@@ -58,9 +58,12 @@ def _request(row: Any, keys: tuple[str, str, str], time_unit: float, block: int)
     if n == 0:  # no prompt: nothing to cache, no first token to time
         raise FieldError(n_in, "a request has at least 1 input token, got 0")
     if len(ids) != -(-n // block):
+        fits = -(-n // len(ids)) if ids else 0  # the block size these ids would fit, if any
+        hint = f"; these ids fit {fits}" if fits and -(-n // fits) == len(ids) else ""
         raise FieldError(
             "hash_ids",
-            f"{len(ids)} ids for {n:,} input tokens at {block} per block (expected {-(-n // block)})",
+            f"{len(ids)} ids for {n:,} input tokens at {block} per block (expected {-(-n // block)}): "
+            f"give the trace's block size with --hash-block-size{hint}",
         )
     if -(-(n + out) // block) > MAX_REQUEST_BLOCKS:
         raise FieldError(

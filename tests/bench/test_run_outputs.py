@@ -84,3 +84,13 @@ def test_ctrl_c_keeps_the_finished_turns_marked_partial(tiny_dir, tmp_path, monk
     assert data["environment"]["partial"] is True and kept == [("stable-first", 1), ("timestamp-first", 1)]
     assert "**Partial run**" in (out / "report.md").read_text()
     assert (out / "notes.txt").read_text() == "mine"  # --overwrite replaces our files only
+
+
+def test_statusbar_without_the_sweep(tiny_dir, tmp_path) -> None:
+    """A sweep flag given no values skips the sweep: the main run's files, no sweep.png, and the report says so."""
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    out = tmp_path / "run"
+    argv = ["statusbar", "--model", model, "--steps", "2", "--repeats", "1", "--sweep-status"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "cumulative.png").exists() and not (out / "sweep.png").exists()
+    assert "No sweep: a sweep flag was given no values." in (out / "report.md").read_text()

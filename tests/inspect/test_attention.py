@@ -8,7 +8,7 @@ import functools
 import pytest
 import torch
 
-from engine.errors import AttentionTooLargeError, PromptError
+from engine.errors import AttentionTooLargeError, InvalidArgumentError, PromptError
 from engine.inspect.attention import partial_utf8, token_labels
 from engine.prompts.regions import render_prompt
 from tests.conftest import build_hf_model
@@ -86,6 +86,10 @@ def test_region_shares_sum_to_one_and_group_by_label(smollm2_on_device) -> None:
     system = sum(maps.probs[..., r.start : r.end].sum(-1) for r in maps.regions if r.label == "system")
     assert torch.allclose(shares[..., labels.index("system")], system)
     assert torch.allclose(maps.share(["system", "tools"]), system + shares[..., labels.index("tools")])
+    with pytest.raises(
+        InvalidArgumentError, match="this prompt has no 'status' region; its regions are system"
+    ):
+        maps.share(["system", "status"])  # no message opens with <agent_status>
 
 
 def test_text_and_token_prompts_are_one_region(smollm2_on_device) -> None:

@@ -26,6 +26,11 @@ def test_mooncake_lines(tmp_path: Path) -> None:
     assert trace.requests[0].hash_ids == (1, 2, 3)
     with pytest.raises(TraceError, match=r"line 1: hash_ids: 3 ids for 1,100 input tokens at 1024 per block"):
         read_hash_trace(path, 1024)  # a flag overrides the default block size; the ids must cover the prompt
+    with pytest.raises(
+        TraceError,
+        match=r"\(expected 1\): give the trace's block size with --hash-block-size; these ids fit 367$",
+    ):
+        read_hash_trace(path, 2048)
     assert read_hash_trace(path, 513).block_size == 513
 
 

@@ -90,7 +90,9 @@ def main(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--out {out}: cannot write ({e.strerror})") from None
     skipped = f", {left_out} left out (no content, or over the model's context)" if left_out else ""
     print(
-        f"[{len(trace.requests)} requests at {trace.block_size} tokens per hash id{skipped}]", file=sys.stderr
+        f"[{len(trace.requests)} requests at {trace.block_size} tokens per hash id{skipped}; the format does "
+        f"not record it: replay with --hash-block-size {trace.block_size}]",
+        file=sys.stderr,
     )
     print(f"written: {out}")
     return 0

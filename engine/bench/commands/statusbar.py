@@ -78,7 +78,11 @@ def register(commands: Any) -> None:
         help="R: the agent's own tokens between two updates (its reply and call; default 60)",
     )
     p.add_argument(
-        "--sweep-status", type=int_flag(1), nargs="*", default=[128, 320], help="S values of the sweep"
+        "--sweep-status",
+        type=int_flag(1),
+        nargs="*",
+        default=[128, 320],
+        help="S values of the sweep (none, as in a bare --sweep-status: no sweep, the main run only)",
     )
     p.add_argument(
         "--sweep-between", type=int_flag(1), nargs="*", default=[64, 160], help="R values of the sweep"
@@ -198,12 +202,16 @@ def main(args: argparse.Namespace) -> int:
         "and α (the warm path's extra TTFT per cached token over the same n new tokens alone, relative to c) are "
         "measured per sweep point with its new-token count and cached context, the arms back to back in an "
         "order that alternates per repeat.",
-        f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points"
-        + (f" ({len(points)} asked)" if len(sweep) < len(points) else "")
-        + f"; a sign test of the per-pass differences against 0 (p ≤ 0.05, `measured_p`) tells which layout "
-        f"is cheaper in {told} of them"
-        + (f", too few passes to tell in {few} (a verdict needs {MIN_PASSES})" if few else "")
-        + ", the others are within noise. `contended_passes`: passes of that point run on a busy machine.",
+        (
+            f"The model picks the cheaper layout correctly in {agree} of {len(sweep)} sweep points"
+            + (f" ({len(points)} asked)" if len(sweep) < len(points) else "")
+            + f"; a sign test of the per-pass differences against 0 (p ≤ 0.05, `measured_p`) tells which "
+            f"layout is cheaper in {told} of them"
+            + (f", too few passes to tell in {few} (a verdict needs {MIN_PASSES})" if few else "")
+            + ", the others are within noise. `contended_passes`: passes of that point run on a busy machine."
+            if points
+            else "No sweep: a sweep flag was given no values."
+        ),
         "",
         table(sweep, SWEEP_COLUMNS) if sweep else "",
     ]
