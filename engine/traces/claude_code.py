@@ -5,7 +5,7 @@ A transcript is a tree of records linked by `parentUuid`. Every assistant record
 response, all the blocks of one response repeating its `message.id`, `requestId` and `usage` (an early
 streaming line may carry a lower `output_tokens`): one request per response, its usage taken from the line
 with the most output. A request's messages are the user and assistant records from the root of its chain to
-the response's parent, consecutive blocks of one response merged back into one message; the chain runs
+the response's parent, the blocks of one response merged back into one message; the chain runs
 through the other records that carry a `uuid` (Claude Code 2.x puts attachments, progress and system records
 such as `turn_duration` between messages, and the next message names one of them as its parent), which are
 no messages. A `compact_boundary` record ends the history there (the compacted conversation starts anew)
@@ -31,203 +31,33 @@ the response wrote 1-hour entries, else 5 minutes).
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
 from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.fields import FieldError, expect
-from engine.traces.records import Read, counted, json_lines, seconds
+from engine.traces.claude_code_tree import Record, Transcripts, content_blocks
+from engine.traces.fields import FieldError
+from engine.traces.records import Read, counted
 from engine.traces.request import TraceRequest
 from engine.traces.supplied import Supplied
 from engine.traces.usage import anthropic_usage
 
-SYNTHETIC = "<synthetic>"
 MESSAGE_FIELD = re.compile(r"^messages\[(\d+)\]\.content(.*)$")
 
 
-@dataclass
-class _Record:
-    path: Path
-    line: int
-    uuid: str
-    parent: str | None
-    kind: str  # "user", "assistant" or "boundary"
-    message: dict[str, Any]
-    time: float | None
-    session: str
-    logical_parent: str | None = None
-    request_id: str | None = None  # the API's requestId, on assistant records
-    seq: int = 0  # its place among the records kept (the order they were written)
-
-    @property
-    def calls(self) -> list[str]:
-        """The ids of the `tool_use` blocks of an assistant record."""
-        return [
-            b["id"] for b in _blocks(self) if b.get("type") == "tool_use" and isinstance(b.get("id"), str)
-        ]
-
-    @property
-    def answers(self) -> list[str]:
-        """The `tool_use_id`s of the `tool_result` blocks of a user record."""
-        if self.kind != "user":
-            return []
-        return [b.get("tool_use_id") for b in _blocks(self) if b.get("type") == "tool_result"]
-
-    @property
-    def response(self) -> str | None:
-        """The response an assistant record belongs to (None for other records and synthetic ones)."""
-        if self.kind != "assistant" or self.message.get("model") == SYNTHETIC:
-            return None
-        return str(self.message.get("id"))
-
-    def where(self, field_path: str) -> str:
-        return f"{self.path}: line {self.line}: {field_path}"
-
-
-def _blocks(rec: _Record) -> list[dict[str, Any]]:
-    content = rec.message.get("content")
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def _record(path: Path, line: int, raw: Any, skipped: Counter) -> _Record | None:
-    """A message (`user`, `assistant`), a compact boundary, or another record of a chain (`link`: an
-    attachment, a progress or system record, which Claude Code 2.x puts between messages); None for records
-    outside the chains (summaries, snapshots, queue operations), which are counted."""
-    where = f"{path}: line {line}"
-    if not isinstance(raw, dict):
-        raise TraceError(f"{where}: expected a JSON object, got {type(raw).__name__}")
-    kind = raw.get("type")
-    name = str(kind if kind != "system" else f"system {raw.get('subtype')}")
-    if kind == "system" and raw.get("subtype") == "compact_boundary":
-        kind = "boundary"
-    elif kind not in ("user", "assistant"):
-        skipped[name] += 1
-        if not isinstance(raw.get("uuid"), str):
-            return None
-        kind = "attachment" if kind == "attachment" else "link"
-    try:
-        uuid = expect(raw.get("uuid"), str, "uuid")
-        message = expect(raw.get("message"), dict, "message") if kind in ("user", "assistant") else {}
-        if kind == "assistant" and message.get("model") != SYNTHETIC:
-            expect(message.get("id"), str, "message.id")
-            expect(message.get("content"), list, "message.content")
-            if message.get("usage") is not None:
-                expect(message["usage"], dict, "message.usage")
-        when = seconds(raw["timestamp"], "timestamp") if raw.get("timestamp") is not None else None
-    except FieldError as e:
-        raise TraceError(f"{where}: {e}") from None
-    session = str(raw.get("sessionId") or path)
-    if raw.get("isSidechain"):
-        session = f"{session}:agent-{raw.get('agentId') or path.stem}"
-    parents = (raw.get("parentUuid"), raw.get("logicalParentUuid"))
-    return _Record(
-        path, line, uuid, parents[0], kind, message, when, session, parents[1], raw.get("requestId")
-    )
-
-
-@dataclass
-class _Chain:
-    """The records before a response in its chain, back to a compact boundary or the root."""
-
-    messages: list[_Record]  # the user and assistant records, oldest first
-    broken: bool  # the chain names a parent the files do not hold
-    attachments: bool  # it passes attachment records (what Claude Code made of them is not recorded)
-    time: float | None  # when the record right before the response was written
-
-
-class _Transcripts:
-    """Every record of the files, by uuid (the first copy of a uuid kept)."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self.records: dict[str, _Record] = {}
-        self.order: list[_Record] = []
-        self.children: dict[str, list[_Record]] = {}  # parent uuid -> its records, in order
-        self.lines: dict[tuple[str, str], list[_Record]] = {}  # (session, response) -> its lines, in order
-        self.skipped: Counter[str] = Counter()
-        files = [
-            [r for line, raw in json_lines(p) if (r := _record(p, line, raw, self.skipped))] for p in paths
-        ]
-        # oldest file first: a resumed session's copy of history comes after the original
-        for recs in sorted(
-            files, key=lambda rs: min((r.time for r in rs if r.time is not None), default=math.inf)
-        ):
-            for rec in recs:
-                if rec.uuid not in self.records:
-                    rec.seq = len(self.order)
-                    self.records[rec.uuid] = rec
-                    self.order.append(rec)
-                    self.children.setdefault(rec.parent or "", []).append(rec)
-                    if rec.response is not None:
-                        self.lines.setdefault((rec.session, rec.response), []).append(rec)
-
-    def _parent(self, rec: _Record, link: str | None, seen: set[str]) -> _Record | None:
-        """The record `link` names (None where the files do not hold it); a chain that comes back to a
-        record it passed is refused, naming the line where it loops."""
-        if link in seen:
-            raise TraceError(rec.where(f"parentUuid: the chain loops back to {link}"))
-        seen.add(link)
-        return self.records.get(link)
-
-    def history(self, rec: _Record) -> _Chain:
-        """The chain before `rec` (see `_Chain`)."""
-        out, at, seen = [], rec, {rec.uuid}
-        attachments, broken, time = False, False, None
-        while at.parent is not None:
-            prev = self._parent(at, at.parent, seen)
-            if prev is None:
-                broken = True
-                break
-            time = prev.time if at is rec else time
-            if prev.kind == "boundary":
-                break
-            if prev.kind in ("user", "assistant"):
-                out.append(prev)
-            attachments |= prev.kind == "attachment"
-            at = prev
-        return _Chain(out[::-1], broken, attachments, time)
-
-    def results(self, calls: list[_Record]) -> list[_Record]:
-        """Every user record answering a `tool_use` of the assistant records `calls` (one response's, on a
-        chain), among their descendants through records that are no messages, in the order written."""
-        ids, found, todo = {i for r in calls for i in r.calls}, [], list(calls)
-        while todo:
-            for child in self.children.get(todo.pop().uuid, []):
-                if child.kind == "user" and ids.intersection(child.answers):
-                    found.append(child)
-                elif child.kind in ("link", "attachment"):
-                    todo.append(child)
-        return sorted({r.uuid: r for r in found}.values(), key=lambda r: r.seq)
-
-    def parent_response(self, rec: _Record) -> tuple[str | None, bool]:
-        """The response this one's chain continues (across compact boundaries), and whether the chain
-        breaks off at a record the files do not hold before reaching one."""
-        at, link, seen = rec, rec.parent, {rec.uuid}
-        while link is not None:
-            prev = self._parent(at, link, seen)
-            if prev is None:
-                return None, True
-            if prev.response is not None:
-                return prev.response, False
-            at, link = prev, prev.logical_parent if prev.kind == "boundary" else prev.parent
-        return None, False
-
-
 def _messages(
-    book: _Transcripts, history: list[_Record]
-) -> tuple[list[dict[str, Any]], list[list[tuple[_Record, int]]]]:
+    book: Transcripts, history: list[Record]
+) -> tuple[list[dict[str, Any]], list[list[tuple[Record, int]]]]:
     """Anthropic messages of a chain: the blocks of one response merged, the results of its tool calls
     (the chain's records and their siblings) merged into one user turn, a result given twice kept once,
     synthetic responses left out; and for each block of each message, the record and the index in it it
     came from (for errors)."""
     messages: list[dict[str, Any]] = []
-    owners: list[list[tuple[_Record, int]]] = []
-    calls: list[_Record] = []  # the assistant records of the last response
+    owners: list[list[tuple[Record, int]]] = []
+    calls: list[Record] = []  # the assistant records of the last response
     answered: set[str] | None = None  # the results the last message holds, when it is their merged turn
     for rec in history:
         if rec.kind == "assistant" and rec.response is None:
@@ -235,12 +65,10 @@ def _messages(
         if rec.kind == "assistant" and calls and rec.response == calls[-1].response:
             continue  # its blocks are in the message already
         if rec.kind == "assistant":  # every line of the response, wherever the chain branched off them
-            calls, answered, blocks = book.lines[rec.session, rec.response], None, {}
-            for line in calls:
-                for j, block in enumerate(_blocks(line)):
-                    blocks.setdefault(json.dumps(block, sort_keys=True), (line, j, block))
-            messages.append({"role": "assistant", "content": [b for _, _, b in blocks.values()]})
-            owners.append([(line, j) for line, j, _ in blocks.values()])
+            calls, answered = book.lines[rec.session, rec.response], None
+            blocks = book.response_blocks(rec.session, rec.response)
+            messages.append({"role": "assistant", "content": [b for _, _, b in blocks]})
+            owners.append([(line, j) for line, j, _ in blocks])
             continue
         if rec.kind == "user" and set(rec.answers) & {i for c in calls for i in c.calls}:
             if answered is None:
@@ -251,7 +79,7 @@ def _messages(
             else:  # the chain goes on through another result record of the same calls
                 parts = [rec]
             for part in parts:
-                for j, block in enumerate(_blocks(part)):
+                for j, block in enumerate(content_blocks(part)):
                     if block.get("type") == "tool_result":
                         if block.get("tool_use_id") in answered:
                             continue
@@ -276,8 +104,8 @@ def _ttl(usage: dict[str, Any]) -> str:
 def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Read:
     """Every request of the transcripts, once, in the order their responses appear."""
     supplied = supplied or Supplied()
-    book = _Transcripts(sorted(paths))
-    responses: dict[str, list[_Record]] = {}
+    book = Transcripts(sorted(paths))
+    responses: dict[str, list[Record]] = {}
     for rec in book.order:
         if rec.response is not None:
             responses.setdefault(rec.response, []).append(rec)
@@ -308,7 +136,7 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
     return Read(out, notes)
 
 
-def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Supplied) -> TraceRequest | None:
+def _request(book: Transcripts, first: Record, best: Record, supplied: Supplied) -> TraceRequest | None:
     """The request a response answered; None when its chain holds no message to send (counted)."""
     chain = book.history(first)
     messages, owners = _messages(book, chain.messages)
@@ -345,7 +173,7 @@ def _request(book: _Transcripts, first: _Record, best: _Record, supplied: Suppli
     )
 
 
-def _located(e: FieldError, owners: list[list[tuple[_Record, int]]], first: _Record) -> str:
+def _located(e: FieldError, owners: list[list[tuple[Record, int]]], first: Record) -> str:
     """A parse error of the rebuilt body (`messages[i].content[j]...`) at the line and block it came from."""
     match = MESSAGE_FIELD.match(e.field_path)
     if match is None:
