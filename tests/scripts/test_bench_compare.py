@@ -1,4 +1,5 @@
-"""scripts/bench_compare.py on small synthetic pytest-benchmark files: ratios, regressions, bad inputs."""
+"""scripts/bench_compare.py on small synthetic pytest-benchmark files: ratios, their spread over the rounds,
+regressions judged against the baseline's own spread, bad inputs."""
 
 from __future__ import annotations
 
@@ -20,16 +21,22 @@ _spec.loader.exec_module(bench_compare)
 IDENTITY = {"device": "cpu", "dtype": "float32", "model": "synthetic:qwen2.5-0.5b"}
 
 
-def record(median: float, **info: Any) -> dict[str, Any]:
-    return {"name": "x", "extra_info": info | IDENTITY, "stats": {"median": median}}
+def record(median: float, spread: float | None = None, **info: Any) -> dict[str, Any]:
+    """A record; with `spread`, its rounds ran from median x (1 - spread) to median x (1 + spread)."""
+    stats = {"median": median}
+    if spread is not None:
+        stats |= {"min": median * (1 - spread), "max": median * (1 + spread)}
+    return {"name": "x", "extra_info": info | IDENTITY, "stats": stats}
 
 
-def run_file(tmp_path: Path, name: str, *, ours_prefill: float = 1.0, **identity: str) -> Path:
-    """A run: prefill of 544 tokens (ours vs transformers), cached 512+32 with its ideal, a lookup, an
-    alternating prefill and both arms of a splice."""
+def run_file(
+    tmp_path: Path, name: str, *, ours_prefill: float = 1.0, spread: float = 0.1, **identity: str
+) -> Path:
+    """A run: prefill of 544 tokens (ours vs transformers, their rounds within ±`spread` of the median),
+    cached 512+32 with its ideal, a lookup, an alternating prefill and both arms of a splice."""
     records = [
-        record(ours_prefill, case="prefill", impl="ours", tokens=544),
-        record(2.0, case="prefill", impl="transformers", tokens=544),
+        record(ours_prefill, spread, case="prefill", impl="ours", tokens=544),
+        record(2.0, spread, case="prefill", impl="transformers", tokens=544),
         record(0.1, case="cached", impl="ours", cached=512, new=32, ideal_ratio=0.05),
         record(0.2, case="cached", impl="transformers", cached=512, new=32, ideal_ratio=0.05),
         record(0.001, case="lookup", impl="ours", tokens=544),
@@ -110,20 +117,60 @@ def test_batched_decode_is_compared_with_one_request(tmp_path: Path) -> None:
     assert got == pytest.approx({"batch cost 8 @1024": 0.2, "batched/one by one prefill 2048": 0.97})
 
 
-def test_no_regression_within_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = run_file(tmp_path, "baseline.json")
-    current = run_file(tmp_path, "run.json", ours_prefill=1.2)  # +20% on two metrics
-    assert bench_compare.main([str(current), str(base), "--threshold", "0.25"]) == 0
-    assert "no metric regressed" in capsys.readouterr().out
+def test_a_ratio_spreads_over_the_rounds_of_both_sides(tmp_path: Path) -> None:
+    got = bench_compare.measured(bench_compare.load_run(run_file(tmp_path, "run.json", spread=0.1)))
+    prefill = got["ours/transformers prefill 544"]
+    assert prefill.value == pytest.approx(0.5)
+    assert prefill.spread == pytest.approx((0.9 / 2.2, 1.1 / 1.8))  # fastest over slowest, and the reverse
+    assert got["warm/cold cached 512+32"].spread is None  # its records hold a median only
 
 
-def test_regression_beyond_the_threshold_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    base = run_file(tmp_path, "baseline.json")
-    current = run_file(tmp_path, "run.json", ours_prefill=1.5)
-    assert bench_compare.main([str(current), str(base)]) == 1
+def test_an_alternating_ratio_spreads_over_its_pairs(tmp_path: Path) -> None:
+    alternating = record(3.0, case="prefill_alternating", impl="ours/transformers", tokens=544, ratio=0.9)
+    alternating["extra_info"] |= {"ratio_min": 0.8, "ratio_max": 1.05, "pairs": 7}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": [alternating]}))
+    got = bench_compare.measured(bench_compare.load_run(path))
+    assert got["ours/transformers alternating prefill 544"] == bench_compare.Metric(0.9, (0.8, 1.05))
+
+
+@pytest.mark.parametrize(
+    ("spread", "slower", "status"),
+    [
+        (0.1, 1.2, 0),  # +20%, within a ±10% baseline's 0.409-0.611
+        (0.1, 1.25, 1),  # +25%: 0.625, above it
+        (0.3, 1.6, 0),  # +60%, within a noisy baseline's (±30%) 0.269-0.929
+        (0.02, 1.05, 1),  # +5%, above a quiet baseline's (±2%) 0.480-0.520
+    ],
+)
+def test_a_regression_is_judged_by_the_baselines_own_spread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spread: float, slower: float, status: int
+) -> None:
+    base = run_file(tmp_path, "baseline.json", spread=spread)
+    current = run_file(tmp_path, "run.json", ours_prefill=slower, spread=spread)
+    assert bench_compare.main([str(current), str(base)]) == status
     out = capsys.readouterr().out
-    # a slower full prefill of ours regresses its ratio to transformers (and flatters achieved/ideal)
-    assert out.splitlines()[-1].endswith("regressed by more than 25%: ours/transformers prefill 544")
+    if status:
+        assert (
+            out.splitlines()[-1]
+            == "1 metric(s) above the baseline's own spread: ours/transformers prefill 544"
+        )
+    else:
+        assert out.splitlines()[-1] == "no metric above the baseline's own spread"
+
+
+def test_a_metric_without_spread_is_shown_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = run_file(tmp_path, "baseline.json")
+    current = json.loads(run_file(tmp_path, "run.json").read_text())
+    for r in current["benchmarks"]:
+        if r["extra_info"]["case"] == "lookup":
+            r["stats"]["median"] *= 10  # lookup share 10x: its baseline records no spread
+    (tmp_path / "run.json").write_text(json.dumps(current))
+    assert bench_compare.main([str(tmp_path / "run.json"), str(base)]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("lookup share"))
+    assert "+900.0%" in line and line.endswith("(not judged)") and " none " in line
 
 
 def test_cases_the_baseline_lacks_are_listed_as_new(

@@ -8,6 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import yaml  # transformers' dependency
+
 REPO = Path(__file__).resolve().parents[2]
 FAKE = """#!/usr/bin/env bash
 echo "$*" >> "$(dirname "$0")/calls.log"
@@ -61,3 +63,16 @@ def test_a_baseline_run_writes_both_baselines(tmp_path) -> None:
         "results/bench/cpu/baseline-bfloat16.json",
     ]
     assert not any("bench_compare.py" in c for c in calls)
+
+
+def test_the_workflows_gate_on_the_same_comparison() -> None:
+    """CI's benchmark job and the GPU workflow run scripts/bench.sh, whose exit status is bench_compare's."""
+    root = Path(__file__).resolve().parents[2]
+    ci = yaml.safe_load((root / ".github/workflows/ci.yml").read_text())
+    gpu = yaml.safe_load((root / ".github/workflows/gpu-bench.yml").read_text())
+    for job, device in ((ci["jobs"]["benchmarks"], "cpu"), (gpu["jobs"]["bench"], "cuda")):
+        steps = [s for s in job["steps"] if "scripts/bench.sh run" in s.get("run", "")]
+        assert len(steps) == 1 and steps[0]["env"]["DEVICE"] == device and "||" not in steps[0]["run"]
+    script = (root / "scripts/bench.sh").read_text()
+    assert 'scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" || status=1' in script
+    assert script.rstrip().endswith("exit $status")
