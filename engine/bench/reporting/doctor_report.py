@@ -21,7 +21,12 @@ from engine.traces.providers.registry import LOCAL  # noqa: E402
 
 SHOWN = 120  # characters of each side of a span in report.md
 CAUSE_COLUMNS = ["cause", "region", "requests", "rewrite", "cached_share_before", "cached_share_after"]
-CAUSE_COLUMNS += ["computed_tokens_before", "computed_tokens_after"]
+CAUSE_COLUMNS += [
+    "computed_tokens_before",
+    "computed_tokens_after",
+    "prompt_tokens_before",
+    "prompt_tokens_after",
+]
 
 
 def span_rows(d: Diagnosis, requests: Sequence[Any]) -> list[dict[str, Any]]:
@@ -65,6 +70,9 @@ def cause_rows(d: Diagnosis, rules: Sequence[str]) -> list[dict[str, Any]]:
             row[f"{prefix}cached_share_after"] = _share(arm, rule)
             row[f"{prefix}computed_tokens_before"] = d.original.computed(rule)
             row[f"{prefix}computed_tokens_after"] = arm.computed(rule)
+            if rule == LOCAL:  # what a rewrite that keeps more (a dropped history) costs in prompt length
+                row["prompt_tokens_before"] = sum(r.prompt_tokens for r in d.original.records)
+                row["prompt_tokens_after"] = sum(r.prompt_tokens for r in arm.records)
             if rule != LOCAL:
                 row[f"{rule}_cost_before"] = d.original.rule(rule)["input_cost"]
                 row[f"{rule}_cost_after"] = arm.rule(rule)["input_cost"]
@@ -95,6 +103,8 @@ def _gain(d: Diagnosis, arm: Arm, rule: str) -> str:
             text += f", input cost {ca / cb - 1:+.0%}"
     else:
         text += f", computed tokens {d.original.computed(rule):,} → {arm.computed(rule):,}"
+        before_p, after_p = (sum(r.prompt_tokens for r in a.records) for a in (d.original, arm))
+        text += f", prompt tokens {before_p:,} → {after_p:,}" if after_p != before_p else ""
     return text
 
 

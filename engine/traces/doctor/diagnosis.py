@@ -41,21 +41,30 @@ class Finding:
     spans: list[Span] = field(default_factory=list)
 
 
-def _flat(req: TraceRequest) -> str:
-    return canonical([req.tools or [], req.messages])
+def _shared_parts(a: TraceRequest, b: TraceRequest) -> int:
+    """How many leading parts (the tools, then each message) two requests share."""
+    if (a.tools or []) != (b.tools or []):
+        return 0
+    n = next((i for i, (x, y) in enumerate(zip(a.messages, b.messages, strict=False)) if x != y), None)
+    return 1 + (n if n is not None else min(len(a.messages), len(b.messages)))
 
 
 def compared_requests(requests: Sequence[TraceRequest]) -> list[int | None]:
-    """Per request, the one it is compared with: the request it continues, else the earlier request whose
-    prompt shares the longest beginning with it (None for the first, or when none shares anything)."""
+    """Per request, the one it is compared with: the request it continues, else the earlier request it
+    shares the most leading parts with (the tools, then whole messages), on a tie one of its own session,
+    then the latest; None for the first, or when no earlier request's text shares a beginning with it."""
     previous = previous_requests(requests)
-    flat = [_flat(r) for r in requests]
+    flat = [canonical([r.tools or [], r.messages]) for r in requests]
     out: list[int | None] = []
     for i, p in enumerate(previous):
         if p is None and i:
-            shared = [(common_prefix(flat[j], flat[i]), j) for j in range(i) if requests[j].messages]
-            best = max(shared, default=(0, None))
-            p = best[1] if best[0] > 0 else None
+            req = requests[i]
+            candidates = [j for j in range(i) if requests[j].messages and common_prefix(flat[j], flat[i]) > 0]
+            p = max(
+                candidates,
+                key=lambda j: (_shared_parts(requests[j], req), requests[j].session == req.session, j),
+                default=None,
+            )
         out.append(p)
     return out
 

@@ -9,7 +9,7 @@ import pytest
 from engine.traces.analysis import replies
 from engine.traces.blocks import derived_blocks
 from engine.traces.doctor.causes import RERENDERED, SWAP, TOOL_CHANGED, TRUNCATED, TTL
-from engine.traces.doctor.diagnosis import findings, request_spans
+from engine.traces.doctor.diagnosis import compared_requests, findings, request_spans
 from engine.traces.doctor.information import kept
 from engine.traces.doctor.prescriptions import rewrite
 from engine.traces.doctor.volatile import CLOCK, COUNTER, ID, PATH, REORDERED
@@ -88,3 +88,10 @@ def test_breakpoints_of_a_rewritten_request_mark_its_stable_part_and_its_end() -
     stable = len(st.TOOLS)  # three tools, then the system block
     assert [b.block for b in done[2].breakpoints] == [stable, len(derived_blocks(done[2])) - 1]
     assert {b.ttl_s for b in done[2].breakpoints} == {300.0}
+
+
+def test_a_request_that_continues_none_is_compared_with_its_sessions_latest_on_a_tie() -> None:
+    h = st.conversation(5)  # a window of two messages: each request opens with another message
+    requests = st.trace([st.RULES] * 4, histories=[h[1][-3:], h[2][-3:], h[3][-3:], h[4][-3:]])
+    other = replace(requests[0], session="other")
+    assert compared_requests([other, *requests])[1:] == [0, 1, 2, 3]
