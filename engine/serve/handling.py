@@ -19,11 +19,13 @@ from engine.serve import json_body
 from engine.serve.browser import require_json
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError, StreamFailed, from_engine
+from engine.serve.outcome import outcome_of
 from engine.serve.recorder import Record
 from engine.serve.streaming import KeepAlive
 from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Job, Queued
 
 log = logging.getLogger("kvtestbed.serve")
+ACCESS_LOG = logging.getLogger("uvicorn.access")  # an abandoned request's line, as uvicorn writes the others
 DRAIN_FACTOR = 4  # a refused body up to this many times the limit is read to its end before the 413
 BODY_TIMEOUT_S = 30.0  # a body with no bytes for this long is refused (408)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -176,7 +178,7 @@ async def answer(
     holds the request, every check passed; a whole answer waits for the last event. `answering` holds the
     jobs being answered, for the drain at shutdown (engine/serve/shutdown.py)."""
     job = Job(req, asyncio.get_running_loop())
-    job.unanswered = lambda fin: record(req, api.usage(fin), fin.report)
+    job.unanswered = lambda fin: record(req, api.usage(fin), outcome_of(req, fin).report)
     worker.submit(job)
     answering.add(job)
     watch = DisconnectWatch(request)
@@ -200,11 +202,12 @@ async def answer(
         if isinstance(event, Failed):
             raise event.error
         if not isinstance(event, Finished):  # aborted: its client is gone
-            return Response(status_code=499)
-        record(req, api.usage(event), event.report)
-        return JSONResponse(api.body(req, event))
+            return _abandoned(request)
+        body = api.body(req, event)
+        record(req, api.usage(event), body["kvtestbed"])  # the extension object the response carries
+        return JSONResponse(body)
     except ClientGone:
-        return Response(status_code=499)
+        return _abandoned(request)
     finally:
         watch.close()
         if not settled:  # the client went away, or the server is shutting down
@@ -232,3 +235,13 @@ async def _guarded(
         answering.discard(job)
         if not done:
             worker.abort(job)
+
+
+def _abandoned(request: Request) -> Response:
+    """The answer to a request whose client left before it: 499, and its access-log line written here, in
+    uvicorn's format (uvicorn writes none for a connection that is gone)."""
+    client = f"{request.client.host}:{request.client.port}" if request.client else "-"
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    version = request.scope.get("http_version", "1.1")
+    ACCESS_LOG.info('%s - "%s %s HTTP/%s" %d', client, request.method, path, version, 499)
+    return Response(status_code=499)

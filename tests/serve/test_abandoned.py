@@ -5,11 +5,13 @@ a tiny random Qwen2 whose forward passes the test holds at a gate, so the abort 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 import engine
 from engine.serve.app import build_state
@@ -60,3 +62,38 @@ def test_an_abandoned_request_is_recorded_and_remembered(
         again = httpx.post(url, json=BODY | {"max_tokens": 1}, headers=KEY, timeout=60).json()["kvtestbed"]
         assert again["previous_request_id"] == left and again["aborted"] is False
         assert again["cached_tokens"] == again["expected_cached_tokens"] > 0  # it filled the cache
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_request_left_before_its_answer_has_an_access_log_line(tiny_dir: Callable[..., Path]) -> None:
+    """A whole (not streamed) request whose client gives up while its prefill is held: uvicorn writes no line
+    for a connection that is gone; the server writes it, 499, in uvicorn's format."""
+    model = engine.load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096)
+    gate = Gate(model)
+    with serving(build_state(model, [MODEL])) as server:
+        access, seen = logging.getLogger("uvicorn.access"), Lines()
+        access.addHandler(seen)  # uvicorn's access logger does not propagate
+        level, access.level = access.level, logging.INFO
+        gate.close()
+        try:
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(server.url + "/v1/chat/completions?x=1", json=BODY, timeout=3)
+            deadline = time.monotonic() + 60
+            while server.state.drain.answering:  # emptied once the disconnect is seen
+                assert time.monotonic() < deadline, "the abandoned request was never answered"
+                time.sleep(0.05)
+        finally:
+            gate.open()
+            access.removeHandler(seen)
+            access.level = level
+    assert any(line.endswith('"POST /v1/chat/completions?x=1 HTTP/1.1" 499') for line in seen.lines), (
+        seen.lines
+    )

@@ -350,3 +350,22 @@ def test_a_full_disk_and_a_torn_record_against_real_servers(
     log = servers["torn"].log.read_text()
     assert log.count("last line was torn") == 1 and f"{torn}" in log
     assert [line.get("a") for line in lines_of(torn)] == [1, None, None, None]
+
+
+def test_a_record_line_carries_the_extension_object_the_response_carried(smollm2_server: Server) -> None:
+    """A whole (not streamed) response's `kvtestbed` object, with what parsing noted (`not_applied`) and the
+    tool calls' report, is the one its --record line holds."""
+    body = {
+        "model": MODEL,
+        "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+        "tools": [{"type": "function", "function": WEATHER}],
+        "reasoning_effort": "low",
+        "max_tokens": 8,
+        "temperature": 0,
+    }
+    report = http("POST", f"{smollm2_server.url}/v1/chat/completions", body).json()["kvtestbed"]
+    assert "not_applied" in report and "tool_calls" in report
+    assert smollm2_server.record is not None
+    lines = [json.loads(line) for line in smollm2_server.record.read_text().splitlines()]
+    (line,) = [x for x in lines if x["kvtestbed"].get("request_id") == report["request_id"]]
+    assert line["kvtestbed"] == report
