@@ -4,11 +4,13 @@ how much of the prompt the cache served and where and why the prompt broke; per 
 template's order costs the run in the other directory.
 
     python scripts/agents_cache.py [--clients claude-code codex] [--tools-dir DIR] [--out DIR [--overwrite]]
-                                   [--work DIR] [--timeout S]
+                                   [--work DIR] [--timeout S] [--coding-model M]
 
 The server runs `synthetic:qwen2.5-0.5b`: Qwen2.5's tokenizer and chat template, so every token count is what
 a real Qwen2.5 would be served (the cache's facts do not depend on the weights); its random weights never stop,
-so replies are capped (scripts/agents_check.py's cap) and the clients' own final lines say little. The clients
+so the replies are scripted (`--replies agent`: a tool call each client knows, then a short answer, forced
+through the engine), and every session runs whole. `--coding-model` serves another model (a tiny random Qwen2
+with a 32k context where the CPU is too slow for a 21k-token prefill of 0.5B). The clients
 are installed and configured as in scripts/agents_check.py (documented settings only, a loopback-only network
 namespace where possible; the server's log and record and the clients' work trees go to `--work`). Writes
 `<out>/requests.csv` (one row per request) and `<out>/report.md` (existing ones only with `--overwrite`), and prints
@@ -33,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_runs import CODEX_MODEL, CODING_AGENTS, command, prepare, run, seconds, writable_folder
-from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, cap_flags, prepare_clients
+from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, prepare_clients, reply_flags
 
 RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
 
@@ -147,6 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         help="server log, record, work trees",
     )
     parser.add_argument("--timeout", type=seconds, default=900.0, help="seconds per client run")
+    parser.add_argument(
+        "--coding-model",
+        default=CODING_MODEL,
+        help=f"the model served (default {CODING_MODEL}; a 32k context with Qwen's tokenizer and template)",
+    )
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--no-netns", action="store_true")
     args = parser.parse_args(argv)
@@ -164,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     if not clients:  # nothing would run: no server, no report of nothing
         print(f"error: no client to run: {'; '.join(lines)}", file=sys.stderr)
         return 1
-    server = Server(CODING_MODEL, CLAUDE_MODELS + [CODEX_MODEL], args.work, cap_flags(CAP_TOKENS), CAP_TOKENS)
+    server = Server(
+        args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], args.work, reply_flags(CAP_TOKENS), CAP_TOKENS
+    )
     rows: list[Row] = []
     try:
         lines.append(f"server: {' '.join(server.argv[1:])}")

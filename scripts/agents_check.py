@@ -255,8 +255,9 @@ class Server:
                 self.process.wait()
 
 
-def cap_flags(tokens: int) -> list[str]:
-    """The reply-length cap of `tokens`, where this server has such a flag (its --help names it)."""
+def reply_flags(tokens: int) -> list[str]:
+    """How the server ends its replies, from its --help: scripted replies (`--replies agent`: a tool call the
+    client knows, then a short answer) where it has them, else a reply-length cap of `tokens`."""
     done = subprocess.run(
         [sys.executable, "-m", "engine.serve", "--help"],
         cwd=ROOT,
@@ -264,6 +265,8 @@ def cap_flags(tokens: int) -> list[str]:
         text=True,
         timeout=120,
     )
+    if "--replies" in done.stdout:
+        return ["--replies=agent"]
     return next(([f"{flag}={tokens}"] for flag in CAP_FLAGS if flag in done.stdout), [])
 
 
@@ -350,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
             "-"
         )  # a folder of its own, even for a path
         prepare(out)
-        cap = cap_flags(tokens)
-        print(f"reply cap: {' '.join(cap) if cap else f'none (only --default-max-tokens {tokens})'}")
+        cap = reply_flags(tokens)
+        print(f"replies: {' '.join(cap) if cap else f'no cap (only --default-max-tokens {tokens})'}")
         server = Server(model, names, out, cap + args.server_flag, tokens)
         try:
             print(f"server: {' '.join(server.argv[1:])}", flush=True)

@@ -1,5 +1,6 @@
-"""`python -m engine.serve --model M`: serve one model over OpenAI Chat Completions (`/v1/chat/completions`)
-and Anthropic Messages (`/v1/messages`), with what the prefix cache did on every response, a live page at
+"""`python -m engine.serve --model M`: serve one model over OpenAI Chat Completions (`/v1/chat/completions`),
+the OpenAI Responses API (`/v1/responses`) and Anthropic Messages (`/v1/messages`, `/v1/messages/count_tokens`),
+with what the prefix cache did on every response, a live page at
 `/`, Prometheus metrics at `/metrics` and, with --record, a trace that `bench replay` reads.
 
 Binds 127.0.0.1 unless --host says otherwise. --api-key (or $KVTESTBED_API_KEY) makes every route but the
