@@ -9,8 +9,9 @@ the first run (same body but for per-session fields).
 
 Claude Code's (~21k tokens of Qwen's tokenizer) and Codex's (~6k) prompts, with their replies, exceed SmolLM2's
 8k context: they go to one server on `synthetic:qwen2.5-0.5b` (or --coding-model) serving the model names they
-ask for, replies capped at 32 tokens (random weights never end one); the Python clients go to one on
-`smollm2-135m` and ask for that name, replies capped at 256 tokens. Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
+ask for; the Python clients go to one on `smollm2-135m` and ask for that name. Both serve scripted replies
+(`--replies agent`: a tool call each client knows, then a short answer, forced through the engine), so every
+run is a whole session with a tool call (a server without that flag: replies capped at 32 and 256 tokens). Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
 the npm registry (skipped, with the reason, where npm is absent); the Python clients are installed with pip
 where missing. Then, where it can, the check re-runs itself in a network namespace with only loopback up.
 Every wait is bounded (server start, each run; --timeout and --python-timeout finite seconds above 0); the
