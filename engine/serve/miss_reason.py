@@ -15,15 +15,20 @@ served:
   not seen), `model_changed` (another served model name: another cache namespace), `evicted` (fewer tokens
   served than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
   lies in the previous reply, whose text came back but tokenizes otherwise than the tokens the model
-  sampled: `retokenized` holds both tokens' strings around it), then, by the region the first change lies
-  in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed;
-- `hint`, for those three: the changed span's cause, both renderings of it, the fix, and the tokens the
+  sampled, the tokenizer's Unicode normalization included (NFC: a sampled U+F9C7 comes back as U+5289):
+  `retokenized` holds both tokens' strings around it), `tool_call_rerendered` (the first change lies inside
+  a tool call of the previous reply, `<tool_call>` opened before it and not closed: the call came back and was
+  rendered in other text than the model wrote, e.g. other whitespace), then, by the region the first change
+  lies in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed. The two
+  reply reasons are the server's own renderings, never the client's edits;
+- `hint`, for the last three: the changed span's cause, both renderings of it, the fix, and the tokens the
   cache would have served had only that span differed (`engine.traces.doctor.hint`, the doctor's
   classifier).
 """
 
 from __future__ import annotations
 
+import unicodedata
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,11 +43,13 @@ REASONS = (
     "model_changed",
     "evicted",
     "reply_retokenized",
+    "tool_call_rerendered",
     "system_changed",
     "tools_changed",
     "messages_changed",
 )
 PIECES_BEFORE, PIECES_AFTER = 3, 6  # token strings shown around a retokenized reply's divergence
+CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"  # the Hermes and generic formats' call tags
 
 
 def token_array(ids: Sequence[int]) -> array:
@@ -94,15 +101,19 @@ def classify(
     reusable = min(shared, len(prompt_ids) - 1) // block_size * block_size
     change = shared if shared < min(len(before), len(prompt_ids)) else -1
     lost = len(before) - change if change >= 0 else 0
-    pieces = None
+    pieces, in_call = None, False
     if change >= previous.prompt_tokens:
         pieces = retokenized(before, prompt_ids, change, decode)
+        written = decode(before[previous.prompt_tokens : change])
+        in_call = written.rfind(CALL_OPEN) > written.rfind(CALL_CLOSE)
     if model != previous.model:
         reason: str | None = "model_changed"
     elif cached_tokens < reusable:
         reason = "evicted"
     elif pieces is not None:
         reason = "reply_retokenized"
+    elif in_call:
+        reason = "tool_call_rerendered"
     elif change >= 0:
         reason = changed_in(region_kind(change))
     else:
@@ -121,9 +132,9 @@ def retokenized(
     """The token strings of both around `change` when the text agrees through the first differing token of
     each, or through all of `sampled` that is left (the same characters, cut into other tokens); None when
     the text itself differs there."""
-    a, b = decode(sampled[change : change + PIECES_AFTER]), decode(prompt[change : change + PIECES_AFTER])
+    a, b = (nfc(decode(ids[change : change + PIECES_AFTER])) for ids in (sampled, prompt))
     agree = common_prefix(a, b)
-    first = max(len(decode(sampled[change : change + 1])), len(decode(prompt[change : change + 1])))
+    first = max(len(nfc(decode(sampled[change : change + 1]))), len(nfc(decode(prompt[change : change + 1]))))
     if agree == 0 or agree < min(first, len(a)):
         return None
     start = max(change - PIECES_BEFORE, 0)
@@ -132,3 +143,8 @@ def retokenized(
         return [decode(ids[i : i + 1]) for i in range(start, min(change + PIECES_AFTER, len(ids)))]
 
     return {"sampled": strings(sampled), "prompt": strings(prompt)}
+
+
+def nfc(text: str) -> str:
+    """Text as the tokenizers normalize it (NFC): the characters a sampled token may come back as."""
+    return unicodedata.normalize("NFC", text)

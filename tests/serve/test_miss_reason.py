@@ -73,3 +73,37 @@ def test_a_reply_that_came_back_cut_otherwise_is_reply_retokenized() -> None:
     assert (other.reason, other.retokenized) == ("messages_changed", None)  # the text differs
     in_prompt = classify_(past(prompt[:11] + [1, 2], prompt=13), prompt[:11] + [3], "m", True, 8, BS, KIND)
     assert in_prompt.reason == "messages_changed"  # a break before the reply is not the reply's
+
+
+def test_a_token_the_tokenizer_normalizes_is_reply_retokenized() -> None:
+    """The model sampled U+F9C7 (a compatibility ideograph); its text came back and the tokenizer's NFC wrote
+    U+5289: the same text as the tokenizer sees it, so the server's rendering, not the client's edit."""
+    pieces = {40: "\uf9c7", 41: "\u5289", 42: "!"}
+    prompt = list(range(10, 22))
+    got = classify(
+        past(prompt + [40, 42], prompt=12),
+        prompt + [41, 42, 30],
+        "m",
+        True,
+        12,
+        BS,
+        KIND,
+        lambda ids: "".join(pieces.get(i, f"t{i}") for i in ids),
+    )
+    assert (got.reason, got.first_change) == ("reply_retokenized", 12)
+
+
+def test_a_tool_call_rendered_in_other_text_is_tool_call_rerendered() -> None:
+    """The model wrote `<tool_call>{"name"...`; the call came back and was rendered `<tool_call>\\n{"name"...`:
+    the first change lies inside the call, an opened `<tool_call>` before it."""
+    pieces = {50: "<tool_call>", 51: '{"name"', 52: "\n", 53: "</tool_call>", 54: "Sure."}
+    text = lambda ids: "".join(pieces.get(i, f"t{i}") for i in ids)  # noqa: E731
+    prompt = list(range(10, 22))
+    got = classify(
+        past(prompt + [50, 51, 53], prompt=12), prompt + [50, 52, 51, 53], "m", True, 12, BS, KIND, text
+    )
+    assert (got.reason, got.first_change, got.retokenized) == ("tool_call_rerendered", 13, None)
+    after = classify(
+        past(prompt + [50, 51, 53, 54], prompt=12), prompt + [50, 51, 53, 52], "m", True, 12, BS, KIND, text
+    )
+    assert after.reason == "messages_changed"  # after the call closed: the text around it changed
