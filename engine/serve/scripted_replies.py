@@ -24,7 +24,7 @@ from typing import Any
 from engine.errors import InvalidArgumentError
 from engine.prompts.messages import Message
 
-FINAL_ANSWER = "Done: the command ran and its output is above. (A scripted reply: kvtestbed --replies agent.)"
+FINAL_ANSWER = "Done: the tool ran and its result is above. (A scripted reply: kvtestbed --replies agent.)"
 NO_TOOLS_ANSWER = "A scripted reply (kvtestbed --replies agent)."
 # (tool name, arguments) tried in order: read-only calls the clients that offer them know
 KNOWN_CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
