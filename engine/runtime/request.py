@@ -93,7 +93,6 @@ class Request:
     finish_reason: str | None = None  # "stop" (EOS or a stop string), "length" or "abort"
     stop_string: str | None = None
     logits: list[torch.Tensor] = field(default_factory=list)
-    text: str = ""
     decode: Callable[[list[int]], str] | None = None  # generated ids -> text (None: no tokenizer)
     error: Exception | None = None  # why the request failed alone (finish_reason "error")
     # Scripted tokens: the i-th generated token is forced[i] whatever was sampled (every step's forward still
@@ -103,7 +102,16 @@ class Request:
     def __post_init__(self) -> None:
         self.detokenizer = IncrementalDetokenizer(self.decode)
         self.stops = StopMatcher(self.params.stop)
-        self.decoded = ""  # the whole characters of the generated tokens so far
+        self.given: list[str] = []  # the text given out so far, as the pieces it went in (joined at the end)
+        self.given_chars = 0
+        self.held = ""  # decoded characters not given out yet: at most a tail that may become a stop string
+
+    @property
+    def text(self) -> str:
+        """The text given out so far (the reply, stop strings cut)."""
+        if len(self.given) > 1:
+            self.given = ["".join(self.given)]
+        return self.given[0] if self.given else ""
 
     @property
     def pending(self) -> int:
@@ -133,7 +141,7 @@ class Request:
         self.token_times.append(t)
         piece = self.detokenizer.push(token)
         hit = self.stops.feed(piece) if piece else None
-        self.decoded += piece
+        self.held += piece  # short: what was held back, then this token's characters
         if hit is not None:
             self.finish_reason, self.stop_string = "stop", hit[1]
             end = hit[0]
@@ -144,9 +152,11 @@ class Request:
                 self.finish_reason = "length"
             elif self.forced is not None and self.num_generated >= len(self.forced):
                 self.finish_reason = "stop"
-            end = len(self.decoded) - (0 if self.finish_reason is not None else self.stops.partial)
-        delta = self.decoded[len(self.text) : end]  # only the new characters: linear in the reply
-        self.text += delta
+            end = self.stops.length - (0 if self.finish_reason is not None else self.stops.partial)
+        delta = self.held[: end - self.given_chars]  # no copy of the whole reply: linear in its length
+        self.held = self.held[len(delta) :]
+        self.given.append(delta)
+        self.given_chars += len(delta)
         return delta
 
     def generation(self, divergence_context: str) -> Generation:

@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from engine.runtime.stop_strings import StopMatcher
 from engine.serve.tool_calls import Piece, Text, ToolCallParser
 
 KEEP_ALIVE_COMMENT = ": keep-alive\n\n"  # an SSE comment: every client's event parser skips it
@@ -31,44 +32,36 @@ def sse(data: dict[str, Any] | str, event: str | None = None) -> str:
     return (f"event: {event}\n" if event else "") + f"data: {payload}\n\n"
 
 
-def _held_tail(text: str, markers: list[str]) -> int:
-    """Length of the longest tail of `text` that is a proper prefix of one of `markers`."""
-    best = 0
-    for m in markers:
-        for n in range(min(len(m) - 1, len(text)), best, -1):
-            if text.endswith(m[:n]):
-                best = n
-                break
-    return best
-
-
 class AnswerStream:
-    """`tool_format`: the format tool calls are parsed in (None: no tools are parsed)."""
+    """`tool_format`: the format tool calls are parsed in (None: no tools are parsed). The stop sequences are
+    found as the text comes (engine/runtime/stop_strings.py: each character looked at once, a sequence
+    split across deltas found too); only the tail that may still become one is kept, so a delta costs its
+    own length, not the reply's."""
 
     def __init__(self, stop: list[str], tool_format: str | None) -> None:
-        self.stop = stop
+        self.stops = StopMatcher(tuple(stop))
         self.tools = ToolCallParser.for_format(tool_format) if tool_format else None
-        self.text = ""  # everything generated so far
-        self.safe = 0  # characters of it past which no stop sequence can start, all given to the parser
-
-    def _safe(self) -> int:
-        """How much of `self.text` is known to come before any stop sequence."""
-        cut = min((self.text.index(s) for s in self.stop if s in self.text), default=None)
-        if cut is not None:
-            return max(cut, self.safe)
-        return max(len(self.text) - _held_tail(self.text, self.stop), self.safe)
+        self.cut: int | None = None  # where the first stop sequence starts, once one is found
+        self.sent: list[str] = []  # the text given to the parser, in its pieces
+        self.held = ""  # the text after it: what may still become a stop sequence
+        self.safe = 0  # characters past which no stop sequence can start, all given to the parser
 
     def feed(self, delta: str) -> list[Piece]:
         """New text from the engine -> the pieces to send now (none when all of it is held back)."""
-        self.text += delta
-        safe = self._safe()
-        new, self.safe = self.text[self.safe : safe], safe
+        if self.cut is None:
+            hit = self.stops.feed(delta)
+            self.cut = hit[0] if hit is not None else None
+            self.held += delta
+        safe = max(self.cut if self.cut is not None else self.stops.length - self.stops.partial, self.safe)
+        new, self.held = self.held[: safe - self.safe], self.held[safe - self.safe :]
+        self.safe = safe
+        self.sent.append(new)
         return self._pieces(new)
 
     def finish(self, final_text: str) -> list[Piece]:
         """The engine's final text (stop sequences cut; what was fed is a prefix of it) -> the pieces still
         to send."""
-        rest = final_text[self.safe :] if final_text.startswith(self.text[: self.safe]) else ""
+        rest = final_text[self.safe :] if final_text.startswith("".join(self.sent)) else ""
         self.safe = len(final_text)
         return self._pieces(rest) + (self.tools.finish()[0] if self.tools is not None else [])
 

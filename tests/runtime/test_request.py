@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import time
 
+from engine.kv.sequence import SequenceState
 from engine.runtime.detokenizer import IncrementalDetokenizer
+from engine.runtime.request import Request, SamplingParams
 from engine.runtime.stop_strings import StopMatcher, failure_table
 
 
@@ -79,3 +81,29 @@ def test_detokenizer_holds_a_partial_character_and_gives_invalid_bytes_once_foll
     assert d.push(0xFF) == ""  # invalid: held while it is the last character
     assert d.push(ord("x")) == "\ufffdx"
     assert IncrementalDetokenizer(None).push(5) == ""
+
+
+def _reply_cost(tokens: int, stops: tuple[str, ...]) -> tuple[float, str]:
+    """CPU seconds for a request to take `tokens` one-character tokens (best of 3), and its text."""
+    best, text = float("inf"), ""
+    for _ in range(3):
+        req = Request(
+            "r",
+            SequenceState([1, 2, 3]),
+            SamplingParams(max_new_tokens=tokens + 1, stop=stops),
+            0.0,
+            decode=lambda ids: "".join(chr(97 + i % 3) for i in ids),
+        )
+        start = time.process_time()
+        for i in range(tokens):
+            req.accept(i, False, None, 0.0, 0.0)  # type: ignore[arg-type]
+        best = min(best, time.process_time() - start)
+        text = req.text
+    return best, text
+
+
+def test_a_long_reply_is_taken_in_time_linear_in_its_length() -> None:
+    """No copy of the whole reply per token: 8x the tokens cost about 8x (a copy per token: 64x)."""
+    (small, _), (large, text) = _reply_cost(25_000, ("cab!",)), _reply_cost(200_000, ("cab!",))
+    assert text == ("abc" * 66_667)[: 200_000 - 3]  # it ends "cab", held back: it may become "cab!"
+    assert large < 20 * max(small, 1e-3), (small, large)

@@ -3,6 +3,8 @@ name as soon as it is read, then its argument fragments; and all of it adds up t
 
 from __future__ import annotations
 
+import time
+
 from engine.prompts.chat import HERMES, LLAMA3_JSON
 from engine.serve.streaming import AnswerStream, sse
 from engine.serve.tool_calls import CallArguments, CallStart, Piece, Text, parse_tool_calls
@@ -65,3 +67,42 @@ def test_sse_lines() -> None:
     assert sse({"a": 1}) == 'data: {"a": 1}\n\n'
     assert sse("[DONE]") == "data: [DONE]\n\n"
     assert sse({"type": "ping"}, "ping") == 'event: ping\ndata: {"type": "ping"}\n\n'
+
+
+def _stream_cost(chars: int, stop: list[str], tools: str | None) -> float:
+    """CPU seconds to stream a reply of `chars` characters, 2 a delta, with `stop` held back (best of 3)."""
+    deltas = ["ab"] * (chars // 2)
+    best = float("inf")
+    for _ in range(3):
+        start = time.process_time()
+        stream = AnswerStream(stop, tools)
+        for d in deltas:
+            stream.feed(d)
+        stream.finish("ab" * (chars // 2))
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def test_a_long_reply_streams_in_time_linear_in_its_length() -> None:
+    """A 100,000-character reply against a quarter of it: about 4x the work (a copy of the whole reply,
+    or a scan of it for stop strings, per delta would make it 16x)."""
+    for stop, tools in (([], None), (["</stop>", "abababX"], None), (["END"], HERMES)):
+        small, large = _stream_cost(25_000, stop, tools), _stream_cost(100_000, stop, tools)
+        assert large < 8 * max(small, 1e-3), (stop, tools, small, large)
+
+
+def test_stop_sequences_split_across_deltas() -> None:
+    stop = ["</answer>", "STOP"]
+    text_before = "The answer is 42"
+    deltas = [text_before, "</", "ans", "w", "er>", " and more"]
+    during, total = run(deltas, stop, False, text_before)
+    assert text(during) == text(total) == text_before
+    one_char = [*("x" * 10), *"</answer>", *"tail"]  # one character a delta
+    during, total = run(one_char, stop, False, "x" * 10)
+    assert text(during) == text(total) == "x" * 10
+    # the earliest stop wins, even when a later-starting one completes first
+    during, total = run(["abc", "STO", "P </answer>"], stop, False, "abc")
+    assert text(total) == "abc"
+    # a tail that never becomes a stop is sent once the next delta rules it out
+    during, _ = run(["see </ans", "wers"], stop, False, "see </answers")
+    assert text(during) == "see </answers"
