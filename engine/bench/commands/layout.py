@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
@@ -24,6 +25,7 @@ from engine.bench.reporting.replay_report import (
 )
 from engine.bench.reporting.results import environment
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
+from engine.bench.workloads.layout_traces import write_layout_traces
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
 from engine.cli import docs_link
@@ -67,6 +69,14 @@ def register(commands: Any) -> None:
         help="; ".join(f"{k}: {v}" for k, v in REPLIES.items()),
     )
     add_endpoint_args(p, max_tokens=None)
+    p.add_argument(
+        "--write-traces",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write each layout's conversation as a trace (<layout>.jsonl, scripted replies) and run nothing "
+        "(for bench replay and bench doctor)",
+    )
     p.add_argument(
         "--cache-salt",
         action="store_true",
@@ -144,6 +154,8 @@ def main(args: argparse.Namespace) -> int:
         return layout_endpoint(args)
     if args.cache_salt:
         raise InvalidArgumentError("--cache-salt isolates conversations on a live server: add --endpoint URL")
+    if args.write_traces is not None:
+        return write_traces(args)
     engine = open_engine(args)
     sc = build_scenario(engine.tokenizer, args.scale, args.seed, args.turns)
     convs = conversations(sc, args.layouts, args.replies)
@@ -214,3 +226,20 @@ def main(args: argparse.Namespace) -> int:
     if partial:
         return interrupted(len(records), "turns", out)
     return written(out)
+
+
+def write_traces(args: argparse.Namespace) -> int:
+    """--write-traces: the scenario built with the model's tokenizer only, each layout written out."""
+    from engine.bench.harness.trace_analysis import open_tokenizer
+
+    taken = [args.write_traces / f"{name}.jsonl" for name in args.layouts]
+    if any(p.exists() for p in taken) and not args.overwrite:
+        raise InvalidArgumentError(
+            f"--write-traces {args.write_traces}: {next(p for p in taken if p.exists()).name} exists "
+            "(pass --overwrite to replace it)"
+        )
+    _, tokenizer = open_tokenizer(args)
+    sc = build_scenario(tokenizer, args.scale, args.seed, args.turns)
+    for name, path in write_layout_traces(sc, args.layouts, args.write_traces).items():
+        print(f"{name}: {path}")
+    return 0

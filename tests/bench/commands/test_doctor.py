@@ -13,6 +13,7 @@ import pytest
 from engine.bench.__main__ import main
 from engine.bench.workloads.layout_traces import write_layout_traces
 from engine.bench.workloads.scenario import build_scenario
+from engine.errors import InvalidArgumentError
 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
 from engine.traces.load import load_trace
 
@@ -134,3 +135,11 @@ def test_replay_names_each_change_with_the_doctors_classifier(layout_traces, mod
     requests = json.loads((out / "analysis.json").read_text())["requests"]
     assert [r["change_cause"] for r in requests] == ["", "clock", "clock", "clock"]
     assert "(clock)" in (out / "report.md").read_text()
+
+
+def test_layout_writes_its_conversation_as_traces_and_keeps_what_is_there(model, tmp_path) -> None:
+    args = ["layout", "--write-traces", str(tmp_path), "--model", model, "--layouts", "stable-first"]
+    assert main([*args, "timestamp-first"]) == 0
+    assert len(load_trace(tmp_path / "timestamp-first.jsonl")) == 4  # the small scale's turns
+    with pytest.raises(InvalidArgumentError, match="stable-first.jsonl exists"):
+        main(args)
