@@ -6,6 +6,8 @@ records still tell whether it changed.
 
 - top-level fields (`NO_EFFECT`): verbatim up to `FIELD_BYTES` (OpenAI's own metadata limit, 16 pairs of
   64 + 512 characters, stays verbatim), else the digest;
+- Responses `input` items no prompt renders (`reasoning`, `web_search_call`: the replay drops them too): the
+  item's `type` and its digest (a Codex reasoning item carries tens of kilobytes of encrypted content);
 - `cache_control` markers, wherever they stand: `type` and `ttl` (which the replay reads) always; any other
   key verbatim while the marker is within `MARKER_BYTES`, else those keys as one digest beside them.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 from typing import Any
+
+from engine.traces.responses import DROPPED
 
 NO_EFFECT = ("metadata", "store", "service_tier", "safety_identifier", "client_metadata")
 FIELD_BYTES = 16 << 10
@@ -38,7 +42,15 @@ def recorded_body(body: dict[str, Any]) -> dict[str, Any]:
     for name in NO_EFFECT:
         if name in out and len(compact(out[name])) > FIELD_BYTES:
             out[name] = digest(out[name])
+    if isinstance(out.get("input"), list):
+        out["input"] = [_unrendered(item) for item in out["input"]]
     return _markers(out)
+
+
+def _unrendered(item: Any) -> Any:
+    if isinstance(item, dict) and item.get("type") in DROPPED:
+        return {"type": item["type"]} | digest(item)
+    return item
 
 
 def _markers(value: Any) -> Any:
