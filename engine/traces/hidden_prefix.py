@@ -4,9 +4,10 @@ Claude Code transcripts hold neither the system prompt nor the tool definitions,
 and billed them: a subagent's first request already reads ~12.7k tokens of them. Applied to the messages
 alone, the hosted rules call such prompts shorter than they were (under a minimum they were far over) and
 compare shares on another base than the recorded ones. So, per session whose requests lack the system
-prompt or the tools: the hidden prefix is estimated as the recorded cache read of the session's first
+prompt (and the tools): the hidden prefix is estimated as the recorded cache read of the session's first
 request that records one (what was cached before any message of its own; `--hidden-prefix-tokens N`
-gives it instead), and the hosted rules see N placeholder tokens before the messages, one content block
+gives it instead, also for a session that lacks only the tools: a trajectory's or a Codex rollout's first
+read is of the prompt it holds, which another run of the same task wrote, so it estimates nothing), and the hosted rules see N placeholder tokens before the messages, one content block
 with a `cache_control` breakpoint at its end (where Claude Code marks its system prompt), so the
 providers' minimums and breakpoints apply to the whole prompt and shares are of the same base as the
 recorded ones. A prefix estimated from a read was cached before the session's first request (other calls
@@ -50,6 +51,8 @@ def estimate(requests: Sequence[TraceRequest], given: int | None = None) -> dict
             continue
         if given is not None:
             out[req.session], _ = HiddenPrefix(given, GIVEN), decided.add(req.session)
+        elif "system" not in req.missing:  # its first read is of what it holds (another run wrote it)
+            decided.add(req.session)
         elif req.recorded is not None and req.recorded.cache_read_tokens is not None:
             decided.add(req.session)
             if req.recorded.cache_read_tokens > 0:

@@ -3,6 +3,7 @@ the messages, so minimums apply to the whole prompt and shares are of the record
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,8 @@ def test_estimated_from_the_first_recorded_read_or_given(tmp_path: Path) -> None
     requests = load_inputs([subagent(tmp_path)]).requests
     assert estimate(requests) == {"session-h": HiddenPrefix(6000, FROM_FIRST_READ)}
     assert estimate(requests, 9000) == {"session-h": HiddenPrefix(9000, GIVEN)}
+    tools_only = [replace(r, missing=("tools",)) for r in requests]  # its first read is of what it holds
+    assert estimate(tools_only) == {} and estimate(tools_only, 50) == {"session-h": HiddenPrefix(50, GIVEN)}
 
 
 def test_the_hidden_block_comes_first_with_a_breakpoint() -> None:
