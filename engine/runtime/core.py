@@ -207,13 +207,14 @@ class EngineCore(LoadedModel):
                 outputs.append(self._append(req, req.next_token(token), logits[i], t_forward, t_sampled))
             except Exception as error:  # noqa: BLE001 - the request fails alone; the step goes on
                 outputs.append(self._fail(req, error))
-        self._pay_prefill_debt(scheduled.work, time.perf_counter() - t0)
+        self._pay_prefill_debt(scheduled.work, hold, time.perf_counter() - t0)
         return outputs
 
-    def _pay_prefill_debt(self, work: list[tuple[Request, int]], elapsed_s: float) -> None:
-        """After a step: one that computed a prompt chunk (more than one token) is owed its duration in steps
-        without one while other requests decode or wait; any other step pays its duration back."""
-        if any(n > 1 for _, n in work):
+    def _pay_prefill_debt(self, work: list[tuple[Request, int]], held: bool, elapsed_s: float) -> None:
+        """After a step: one that computed a prompt chunk (more than one token) beside the running prefills is
+        owed its duration in steps that hold them while other requests decode or wait; any other step (one
+        that held them, a short prompt admitted in it included) pays its duration back."""
+        if not held and any(n > 1 for _, n in work):
             self._prefill_debt_s = elapsed_s if self.scheduler.waiting_or_decoding() else 0.0
         else:
             self._prefill_debt_s = max(0.0, self._prefill_debt_s - elapsed_s)
