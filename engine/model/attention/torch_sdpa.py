@@ -123,11 +123,15 @@ class TorchPlan:
                 _additive(visible[:, None], self.dtype) if len(set(ends)) > 1 or self.width > 1 else None
             )
         else:  # the cached context [0, start_b); a sequence with none gets weight 0 in the merge
-            self.mask = _additive(
-                (keys[None, :] < to_device(ends, torch.long, device)[:, None])[:, None, None], self.dtype
+            self.mask = None  # equal contexts (one sequence among them): no mask at all
+            if len(set(ends)) > 1:
+                visible = keys[None, :] < to_device(ends, torch.long, device)[:, None]
+                self.mask = _additive(visible[:, None, None], self.dtype)
+            self.no_context = (
+                to_device([s == 0 for s in starts], torch.bool, device)[:, None, None]
+                if 0 in starts
+                else None
             )
-            self.mask = self.mask if len(set(ends)) > 1 else None
-            self.no_context = to_device([s == 0 for s in starts], torch.bool, device)[:, None, None]
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if self.mode == "runs":
@@ -143,7 +147,9 @@ class TorchPlan:
         else:
             o_ctx, lse_ctx = attend(qb, *self._gather(layer), self.mask, False, native)
             o_new, lse_new = attend(qb, self._batched(k), self._batched(v), None, True, native)
-            out = merge(o_ctx, lse_ctx.masked_fill(self.no_context, float("-inf")), o_new, lse_new)
+            if self.no_context is not None:
+                lse_ctx = lse_ctx.masked_fill(self.no_context, float("-inf"))
+            out = merge(o_ctx, lse_ctx, o_new, lse_new)
         rows = out.transpose(1, 2).reshape(self.n * self.width, *q.shape[1:])
         return rows if self.unpad is None else rows.index_select(0, self.unpad)
 
