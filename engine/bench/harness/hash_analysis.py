@@ -106,7 +106,7 @@ def _write(
         if figure in figures:  # two traces of one file name, in two folders
             figure = f"pressure-{slug(Path(name).stem)}-{len(figures)}.png"
         figures.append(figure)
-        plot_pressure(mine, out / figure, f"Hit rate against capacity: {name}")
+        plot_pressure(mine, out / figure, f"Hit rate against capacity: {Path(name).name}")
         lines += ["", f"## {name} under pressure", "", table([vars(p) for p in mine], PRESSURE_COLUMNS)]
         lines += ["", f"![hit rate against capacity]({figure})"]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -5,6 +5,7 @@ and the local cache's hit rate against its capacity."""
 from __future__ import annotations
 
 import itertools
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -242,5 +243,6 @@ def plot_pressure(points: Sequence[PressurePoint], path: Path, title: str) -> No
         mine = [p for p in points if p.policy == policy]
         ax.plot([p.cache_tokens for p in mine], [100 * p.hit_rate for p in mine], marker="o", label=policy)
     ax.set(xlabel="local cache capacity (tokens)", ylabel="prompt tokens from cache (%)", ylim=(-3, 103))
-    ax.set_title(f"{title} (lines: eviction policies)")
+    # a long title (a session id, a trace's path) wraps instead of running off the figure
+    ax.set_title(textwrap.fill(f"{title} (lines: eviction policies)", 72), fontsize=10)
     _save(fig, path, ax)
