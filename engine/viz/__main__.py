@@ -22,11 +22,19 @@ from engine.runtime.loader import load
 from engine.viz.heatmap import TRANSFORMS, draw
 
 DEFAULT_NAME = "attention.png"  # the file written in the run folder, or in an --out folder
+LATE = "late"  # --layer's default: one late layer, four fifths of the way up (SmolLM2's 24 of 30)
 
 
-def layer_spec(text: str) -> int | None:
-    """'all' (None) or a layer index from 0 (no negative indexing: -1 is refused, not the last layer)."""
-    return None if text == "all" else int_flag(0)(text)
+def late_layer(num_layers: int) -> int:
+    """The default layer: late layers hold the sharpest, most readable patterns; the mean over every layer
+    on a linear scale is nearly black (most mass sits on a few sink tokens)."""
+    return num_layers * 4 // 5
+
+
+def layer_spec(text: str) -> int | str | None:
+    """'all' (None), 'late' (the default, `late_layer`) or a layer index from 0 (no negative indexing: -1 is
+    refused, not the last layer)."""
+    return None if text == "all" else text if text == LATE else int_flag(0)(text)
 
 
 def head_spec(text: str) -> int | str:
@@ -83,7 +91,8 @@ def heatmap(args: argparse.Namespace) -> int:
         )
     n = len(prompt.token_ids)
     rows = None if args.rows is None else range(n - min(args.rows, n), n)
-    layers = None if args.layer is None else [args.layer]
+    layer = late_layer(engine.config.num_layers) if args.layer == LATE else args.layer
+    layers = None if layer is None else [layer]
     heads = [args.head] if isinstance(args.head, int) else None
     maps = engine.attention(prompt, layers, heads, rows)
     view = "all" if isinstance(args.head, int) else args.head
@@ -109,10 +118,20 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--prompt", help="a user message (rendered with the chat template unless --raw)")
     source.add_argument("--messages", type=Path, help="JSON file: a list of messages, or {messages, tools}")
     p.add_argument("--raw", action="store_true", help="send --prompt as raw text, without the chat template")
-    p.add_argument("--layer", type=layer_spec, default=None, help="a layer index, or all (default)")
+    p.add_argument(
+        "--layer",
+        type=layer_spec,
+        default=LATE,
+        help="a layer index, all, or late (default: the layer four fifths of the way up)",
+    )
     p.add_argument("--head", type=head_spec, default="mean", help="a head index, mean (default), max, or all")
     p.add_argument("--rows", type=rows_spec, default=None, help="all (default) or last:K query rows")
-    p.add_argument("--transform", choices=list(TRANSFORMS), default="none", help="colour scale transform")
+    p.add_argument(
+        "--transform",
+        choices=list(TRANSFORMS),
+        default="log",
+        help="colour scale transform (default log: a linear scale shows little but the sink tokens)",
+    )
     p.add_argument(
         "--max-new-tokens",
         type=int_flag(0),

@@ -126,7 +126,7 @@ def test_out_folder_default_name_and_overwrite(viz, tmp_path, monkeypatch, capsy
         (["--prompt", "hi", "--layer", "30"], PromptError, "layer 30 is out of range"),
         (["--prompt", "hi", "--layer", "0", "--head", "9"], PromptError, "head 9 is out of range"),
         (["--messages", "/no/such.json"], PromptError, "does not exist"),
-        (["--prompt", "hi " * 1100, "--head", "all"], AttentionTooLargeError, "GiB"),
+        (["--prompt", "hi " * 1100, "--layer", "all", "--head", "all"], AttentionTooLargeError, "GiB"),
     ],
 )
 def test_bad_requests_raise_typed_errors(viz, argv: list[str], error: type, message: str) -> None:
@@ -150,6 +150,16 @@ def test_bad_specs_are_argument_errors(spec, text: str) -> None:
         spec(text)
 
 
+def test_the_default_view_is_one_late_layer_on_a_log_scale(viz, tmp_path, monkeypatch) -> None:
+    drawn = []
+    monkeypatch.setattr(
+        cli, "draw", lambda maps, view, transform, out, title: drawn.append((maps, transform))
+    )
+    assert viz("--prompt", "Why is the sky blue?", "--out", tmp_path / "map.png") == 0
+    ((maps, transform),) = drawn
+    assert maps.layers == [24] and transform == "log"  # SmolLM2: 30 layers
+
+
 def test_specs() -> None:
     assert (cli.rows_spec("last:16"), cli.rows_spec("all"), cli.layer_spec("29"), cli.layer_spec("all")) == (
         16,
@@ -157,6 +167,7 @@ def test_specs() -> None:
         29,
         None,
     )
+    assert cli.layer_spec("late") == "late" and cli.late_layer(30) == 24
     assert (cli.head_spec("3"), cli.head_spec("max")) == (3, "max")
 
 
