@@ -34,7 +34,7 @@ from engine.traces.openai_chat import parse_chat_completions
 from engine.traces.records import Read, counted, json_document, json_lines, seconds
 from engine.traces.request import TraceRequest
 from engine.traces.responses import parse_responses
-from engine.traces.usage import RecordedUsage, anthropic_usage, openai_usage
+from engine.traces.usage import RecordedUsage, anthropic_usage, openai_usage, provider_of
 
 ENDPOINTS: dict[str, tuple[str, Callable[[Any], TraceRequest]]] = {  # path suffix -> (format, parser)
     "/messages": ("anthropic", parse_anthropic),
@@ -97,9 +97,11 @@ def response_usage(body: Any, fmt: str, provider: str, model: str | None) -> Rec
         usage = next((u for u in reversed(found) if isinstance(u, dict)), None)
     if usage is None:
         return None
-    return (
-        anthropic_usage(usage, model) if fmt == "anthropic" else openai_usage(usage, model, provider=provider)
-    )
+    if fmt == "anthropic":
+        return anthropic_usage(usage, model)
+    # a router's host names no provider: the usage's own fields and the model may (DeepSeek behind it)
+    known = provider if provider != "openai" else provider_of(usage, model, fmt)
+    return openai_usage(usage, model, provider=known)
 
 
 def _anthropic_stream(events: list[dict[str, Any]], model: str | None) -> RecordedUsage | None:

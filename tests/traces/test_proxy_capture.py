@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.errors import TraceError
-from engine.traces.proxy_capture import read_claude_trace, read_har
+from engine.traces.proxy_capture import read_claude_trace, read_har, response_usage
 from tests.traces.write_captures import claude_trace_log, har_file
 
 
@@ -64,3 +64,11 @@ def test_a_bad_body_names_the_entry_and_field(
     path.write_text(json.dumps(doc))
     with pytest.raises(TraceError, match=r"log\.entries\[1\]: request\.postData\.text\." + error):
         read_har(path)
+
+
+def test_deepseek_behind_a_router_is_known_by_its_usage() -> None:
+    usage = {"prompt_tokens": 900, "prompt_cache_hit_tokens": 832, "prompt_cache_miss_tokens": 68}
+    got = response_usage({"usage": usage}, "openai-chat", "openai", "deepseek/deepseek-chat")
+    assert (got.provider, got.cache_read_tokens) == ("deepseek", 832)
+    plain = response_usage({"usage": {"prompt_tokens": 900}}, "openai-chat", "openai", "gpt-4.1")
+    assert plain.provider == "openai"
