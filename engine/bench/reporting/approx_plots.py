@@ -18,7 +18,7 @@ from engine.viz.charts import line_chart  # noqa: E402
 def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Grouped bars: decision agreement with the exact run per variant, direct answer vs step-by-step."""
     variants = list(dict.fromkeys(r["variant"] for r in rows))
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(10.5, 4.5))
     for k, cot in enumerate((False, True)):
         got = {r["variant"]: r["agree"] for r in rows if r["cot"] == cot}
         if not got:  # a partial run (Ctrl-C) before any run of this setting
@@ -35,7 +35,7 @@ def plot_agreement(rows: Sequence[dict[str, Any]], path: Path, title: str) -> No
     ax.set_xticks(range(len(variants)), variants)
     ax.set(ylabel="decision = exact run's decision (% of pairs)", ylim=(0, 110), title=title)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)  # beside, off the bars
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -123,7 +123,7 @@ def layout_costs(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def plot_hit_rate(runs: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Hit rate against the replica count, one line per router (at the lowest load)."""
     low = min(r["load"] for r in runs)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 4.5))
     for (router, layout), style in styles(runs).items():
         mine = sorted(
             (r for r in runs if (r["router"], r["layout"]) == (router, layout) and r["load"] == low),
@@ -140,7 +140,9 @@ def plot_hit_rate(runs: Sequence[dict[str, Any]], path: Path, title: str) -> Non
         fontsize=10,
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(
+        fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0
+    )  # beside the axes: inside, it covered lines
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -149,7 +151,9 @@ def plot_hit_rate(runs: Sequence[dict[str, Any]], path: Path, title: str) -> Non
 def plot_ttft_vs_rate(runs: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """TTFT p99 against the offered rate, one panel per replica count, one line per router."""
     counts = sorted({r["replicas"] for r in runs})
-    fig, axes = plt.subplots(1, len(counts), figsize=(4.2 * len(counts), 4.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(
+        1, len(counts), figsize=(4.2 * len(counts) + 2.2, 4.2), squeeze=False, sharey=True
+    )
     for ax, n in zip(axes[0], counts, strict=True):
         for (router, layout), style in styles(runs).items():
             mine = sorted(
@@ -161,7 +165,9 @@ def plot_ttft_vs_rate(runs: Sequence[dict[str, Any]], path: Path, title: str) ->
         ax.set_yscale("log")
         ax.grid(alpha=0.3, which="both")
     axes[0][0].set_ylabel("TTFT p99 (s)")
-    axes[0][-1].legend(fontsize=8)
+    axes[0][-1].legend(
+        fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0
+    )  # beside the last panel, off its lines
     fig.suptitle(
         f"{title}: TTFT p99 against the offered rate (colours: routers; dashed: timestamp-first)", fontsize=10
     )
