@@ -10,6 +10,7 @@ import pytest
 
 from engine.errors import TraceError
 from engine.traces.codex import read_codex
+from engine.traces.inputs import load_inputs
 from tests.traces.write_codex import codex_rollout
 
 
@@ -55,3 +56,28 @@ def test_a_bad_count_names_the_line_and_field(tmp_path: Path) -> None:
         match=rf"line {n + 1}: payload\.info\.last_token_usage\.cached_input_tokens: expected a token count",
     ):
         read_codex(path)
+
+
+def test_parallel_calls_are_one_assistant_turn_and_all_their_outputs(tmp_path: Path) -> None:
+    def line(kind: str, payload: dict) -> dict:
+        return {"timestamp": "2026-01-01T00:00:00Z", "type": kind, "payload": payload}
+
+    def call(i: str) -> dict:
+        return line(
+            "response_item", {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": i}
+        )
+
+    def output(i: str) -> dict:
+        return line("response_item", {"type": "function_call_output", "call_id": i, "output": i.upper()})
+
+    last = {"input_tokens": 2000, "cached_input_tokens": 1024, "output_tokens": 9}
+    done = line("event_msg", {"type": "token_count", "info": {"last_token_usage": last}})
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Look."}]}
+    said = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}
+    rows = [line("session_meta", {"id": "p", "base_instructions": "Be Codex."}), line("response_item", user)]
+    rows += [call("a"), call("b"), done, output("b"), output("a"), line("response_item", said), done]
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    second = load_inputs([path]).requests[1]
+    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert [c["id"] for c in second.messages[2]["tool_calls"]] == ["a", "b"] and second.unanswered == ()
