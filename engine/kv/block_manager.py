@@ -225,9 +225,14 @@ class BlockManager:
         self.empty, self.next_fresh, self.cached = [], 0, OrderedDict()
         self._emit("cleared", [])
 
-    def index(self) -> list[tuple[bytes, bytes, tuple[int, ...]]]:
-        """Every block the table can serve: (hash, parent hash, token ids)."""
-        return [(h, self.blocks[b].parent, self.blocks[b].token_ids) for h, b in self.table.items()]
+    def index(self) -> list[tuple[bytes, bytes | None, tuple[int, ...]]]:
+        """Every block the table can serve: (hash, parent hash or None for a chain's first block, token ids)."""
+        out = []
+        for h, b in self.table.items():
+            block = self.blocks[b]
+            first = block.parent == self.root(block.salt)
+            out.append((h, None if first else block.parent, block.token_ids))
+        return out
 
     def usage(self) -> dict[str, int]:
         """Stats plus the current split of blocks: in use, cached (free but reusable), empty."""

@@ -264,8 +264,9 @@ class EngineCore(LoadedModel):
         return super().cache_stats() | {"preemptions": self.scheduler.preemptions}
 
     @serialized
-    def cache_index(self) -> list[tuple[bytes, bytes, tuple[int, ...]]]:
-        """Every block the prefix cache can serve now: (hash, parent hash, token ids)."""
+    def cache_index(self) -> list[tuple[bytes, bytes | None, tuple[int, ...]]]:
+        """Every block the prefix cache can serve now: (hash, parent hash or None for a chain's first block,
+        token ids)."""
         return self.blocks.index()
 
     @serialized

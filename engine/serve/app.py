@@ -255,7 +255,7 @@ def create_app(
     async def kv_blocks() -> dict[str, Any]:
         engine = state.preparer.engine
         entries = await asyncio.to_thread(engine.cache_index)
-        index = served_index(entries, {engine.blocks.root(name) for name in state.names})
+        index = served_index(entries)
         blocks = [
             {"block_hash": h, "parent_block_hash": p, "token_ids": list(t)} for h, (p, t) in index.items()
         ]

@@ -142,11 +142,10 @@ class BlockIndex:
 
 
 def served_index(
-    entries: Iterable[tuple[bytes, bytes, tuple[int, ...]]], roots: set[bytes]
+    entries: Iterable[tuple[bytes, bytes | None, tuple[int, ...]]],
 ) -> dict[int, tuple[int | None, tuple[int, ...]]]:
-    """The engine's cached blocks (`Engine.cache_index`) as `BlockIndex.blocks` holds them: a parent that is
-    one of `roots` (the chains' starts, one per served model name) is None."""
+    """The engine's cached blocks (`Engine.cache_index`) as `BlockIndex.blocks` holds them."""
     return {
-        external_hash(h): (None if parent in roots else external_hash(parent), tokens)
+        external_hash(h): (None if parent is None else external_hash(parent), tokens)
         for h, parent, tokens in entries
     }

@@ -150,7 +150,7 @@ def served(blocks: BlockManager, name: str) -> dict[int, tuple[int | None, tuple
     """The blocks of one served name's cache (its own salt and its isolated clients'), as its stream's
     subscriber must index them."""
     mine = [e for e in blocks.index() if split_salt(blocks.blocks[blocks.table[e[0]]].salt)[0] == name]
-    return served_index(mine, {blocks.root(name), blocks.root(f"{name}\0scope")})
+    return served_index(mine)
 
 
 @pytest.mark.parametrize("fmt", ["vllm", "vllm-array"])
