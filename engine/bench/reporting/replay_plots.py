@@ -178,14 +178,15 @@ def plot_strip(rows: Sequence[StripRecord], path: Path, title: str, xlabel: str)
 def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
     """Status-bar sweep: measured against predicted (append - replace) TTFT difference, one point per
     (S, R, N); bars: min-max over passes (measured) and over the repeats of alpha (predicted)."""
-    fig, ax = plt.subplots(figsize=(7.5, 6))
+    fig, ax = plt.subplots(figsize=(10, 6))
     xs = [r["predicted_ms"] for r in rows] + [r["predicted_ms_min"] for r in rows]
     ys = [r["measured_ms"] for r in rows] + [r["measured_ms_min"] for r in rows]
     xs += [r["predicted_ms_max"] for r in rows]
     ys += [r["measured_ms_max"] for r in rows]
     colour = {n: f"C{i}" for i, n in enumerate(sorted({r["updates"] for r in rows}))}  # one per N
     labelled: set[int] = set()
-    for row in rows:
+    key = []  # each point numbered on the plot, named beside it: S R N labels on close points overprinted
+    for i, row in enumerate(rows, 1):
         n = row["updates"]
         ax.errorbar(
             row["predicted_ms"],
@@ -199,12 +200,13 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         )
         labelled.add(n)
         ax.annotate(
-            f"S{row['status_tokens']} R{row['between_tokens']} N{row['updates']}",
+            str(i),
             (row["predicted_ms"], row["measured_ms"]),
             fontsize=7,
-            xytext=(3, 3),
+            xytext=(4, 3) if i % 2 else (-9, -10),  # neighbours' numbers on opposite sides
             textcoords="offset points",
         )
+        key.append(f"{i:>2}  S {row['status_tokens']}, R {row['between_tokens']}, N {row['updates']}")
     lo, hi = min(xs + ys), max(xs + ys)
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="measured = predicted")
     ax.axhline(0, color="grey", lw=0.6)
@@ -214,7 +216,16 @@ def plot_sweep(rows: Sequence[dict[str, Any]], path: Path, title: str) -> None:
         ylabel=f"measured append - replace (ms)\nmedian of {rows[0]['passes']} passes, bars min–max",
     )
     ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    ax.text(
+        1.02,
+        0.7,
+        "\n".join(["points:", *key]),
+        transform=ax.transAxes,
+        va="top",
+        fontsize=8,
+        family="monospace",
+    )
     ax.text(0.02, 0.98, "below 0: appending is cheaper", transform=ax.transAxes, va="top", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
