@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The paged engine's owed before/after: the same benchmark files (this tree's benchmarks/) run against the
+# engine at the commit before the paged engine and at this commit, one after the other, then compared.
+#
+#   scripts/bench_before_after.sh [--before REV] [--out DIR] [pytest options, e.g. --quick or --budget 3]
+#
+# BEFORE (default c6e2921^, the commit before "Attention reads the paged pool in place") is checked out in a
+# temporary git worktree that gets this tree's benchmarks/ (the cases time the public API: Engine.generate /
+# Engine.step on synthetic:qwen2.5-0.5b, transformers on the same weights), and run there, so `engine` is that
+# commit's; then the same cases run here. Cases: test_prefix.py::test_warm_against_contiguous,
+# test_decode.py, test_batch.py::test_decode_batch, on the CPU. Writes DIR (default
+# results/bench/cpu/paged-before-after): before.json / after.json (pytest-benchmark), their .md / .png
+# summaries (scripts/bench_report.py), and comparison.txt (scripts/bench_compare.py: after's ratios against
+# before's, each judged by before's own spread). Time it on a quiet machine: the full shapes take about
+# 25 minutes per side on 2 cores, --quick a few. Exit status: bench_compare's 2 on unusable runs, else 0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python}
+BEFORE=c6e2921^
+OUT=results/bench/cpu/paged-before-after
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --before) BEFORE=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+CASES=(benchmarks/test_prefix.py::test_warm_against_contiguous benchmarks/test_decode.py benchmarks/test_batch.py::test_decode_batch)
+export HF_HUB_OFFLINE=1
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+HERE=$(pwd)
+before=$(git rev-parse --verify --quiet "$BEFORE^{commit}") || { echo "error: --before $BEFORE is no commit" >&2; exit 2; }
+tree=$(mktemp -d)
+trap 'git -C "$HERE" worktree remove --force "$tree" 2>/dev/null || rm -rf "$tree"' EXIT
+git worktree add --detach --quiet "$tree" "$before"
+rm -rf "$tree/benchmarks" && cp -r benchmarks "$tree/benchmarks"
+echo "before: $(git log -1 --format='%h %s' "$before" | cut -c1-100)"
+(cd "$tree" && PYTHONPATH="$tree" "$PY" -m pytest "${CASES[@]}" --devices cpu -p no:cacheprovider \
+  --benchmark-json "$OUT/before.json" "$@")
+echo "after: $(git log -1 --format='%h %s' HEAD | cut -c1-100)$(git diff --quiet HEAD -- engine benchmarks || echo ' (+ uncommitted changes)')"
+PYTHONPATH="$HERE" "$PY" -m pytest "${CASES[@]}" --devices cpu -p no:cacheprovider --benchmark-json "$OUT/after.json" "$@"
+"$PY" scripts/bench_report.py "$OUT/before.json"
+"$PY" scripts/bench_report.py "$OUT/after.json"
+status=0
+"$PY" scripts/bench_compare.py "$OUT/after.json" "$OUT/before.json" > "$OUT/comparison.txt" || status=$?
+cat "$OUT/comparison.txt"
+echo "wrote $OUT/{before,after}.{json,md,png} and comparison.txt"
+[ "$status" -eq 2 ] && exit 2
+exit 0
