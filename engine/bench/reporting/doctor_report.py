@@ -123,9 +123,18 @@ def evidence(d: Diagnosis, arm_or_finding: Any, requests: Sequence[Any]) -> list
     s = f.spans[0]
     token = next((p.token for p in d.spans if p.span == s), None)
     at = f" at token {token}" if token is not None else ""
+    record = d.original.records[s.request]
+    rendered = (
+        [
+            f"    rendered at its first change (token {record.first_change}): `{markdown_text(record.change_context)}`"
+        ]
+        if record.first_change >= 0
+        else []
+    )
     return [
         f"  - request {s.request + 1} against request {s.compared + 1}, `{s.region}`{at}:",
         f"    before `{markdown_text(s.before[:SHOWN])}` → after `{markdown_text(s.after[:SHOWN])}`",
+        *rendered,
     ]
 
 
