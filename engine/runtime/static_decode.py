@@ -40,7 +40,9 @@ class StaticDecode:
     def run(self, seqs: Sequence[SequenceState]) -> torch.Tensor | None:
         """Float32 logits `[len(seqs), vocab]` of the sequences' next tokens (their K/V written), or None
         (nothing run) for a step this does not serve: one not of decode tokens alone (each sequence's last),
-        more than the largest bucket, or a backend without a static decode."""
+        more than the largest bucket, or a backend without a static decode. On CUDA the rows are the graph's
+        output, rewritten by its next replay: the step reads them (samples, copies kept logits to the host)
+        before another runs."""
         if not 0 < len(seqs) <= BUCKETS[-1] or any(len(s) != s.num_kv + 1 for s in seqs):
             return None
         step = self.prepare(seqs)
