@@ -1,8 +1,9 @@
 """The timeline of a trace analysis, one figure per session: each request's cached share against the time
 it was sent (minutes since the session's first request), recorded (the provider's usage) and predicted
 (the local cache and the rule of the provider that recorded it; every rule where nothing was recorded),
-idle gaps longer than 5 minutes (the shortest TTL of the hosted rules) shaded, and each miss of the
-recorded usage (else of the local cache) labelled with its reason."""
+idle gaps longer than 5 minutes (the shortest TTL of the hosted rules) shaded and never crossed by a line,
+and each miss labelled with its reason: the recorded usage's, else a provider rule's (a TTL expiry is one),
+else the local cache's."""
 
 from __future__ import annotations
 
@@ -38,13 +39,22 @@ def plot_timeline(records: Sequence[AnalyzedRequest], path: Path, title: str) ->
     if recorded:
         lines["recorded"] = [r.recorded.cached_share if r.recorded else None for r in records]
     for label, values in lines.items():
-        xs = [x for x, v in zip(minutes, values, strict=True) if v is not None]
-        ys = [100 * v for v in values if v is not None]
+        xs: list[float] = []
+        ys: list[float] = []
+        for i, (x, v) in enumerate(zip(minutes, values, strict=True)):
+            if i and records[i].time_s - records[i - 1].time_s > FIVE_MINUTES:
+                xs, ys = [*xs, float("nan")], [*ys, float("nan")]  # no line across an idle gap
+            if v is not None:
+                xs, ys = [*xs, x], [*ys, 100 * v]
         style = "-" if label == "recorded" else "--"
         ax.plot(xs, ys, style, marker="o", ms=3, label=label)
-    cache, shares = (RECORDED, lines["recorded"]) if recorded else (LOCAL, lines["local (predicted)"])
-    for x, share, r in zip(minutes, shares, records, strict=True):
-        miss = r.misses.get(cache)
+    # each miss labelled once: the recorded one, else the provider rule's (a TTL expiry is a rule's miss,
+    # never the local cache's), else the local cache's
+    caches = [(RECORDED, "recorded")] if recorded else []
+    caches += [(x, f"{x} (predicted)") for x in rules] + [(LOCAL, "local (predicted)")]
+    for i, (x, r) in enumerate(zip(minutes, records, strict=True)):
+        found = ((r.misses.get(c), lines[name][i]) for c, name in caches)
+        miss, share = next(((m, s) for m, s in found if m is not None and s is not None), (None, None))
         if miss is not None and share is not None:
             ax.annotate(
                 miss.reason,
