@@ -11,11 +11,12 @@ from typing import Any
 from engine.bench.harness.doctor_spans import PlacedSpan, place
 from engine.bench.harness.trace_analysis import AnalysisSetup
 from engine.bench.reporting.trace_report import rule_summary
-from engine.traces.analysis import AnalyzedRequest, replies
+from engine.traces.analysis import RECORDED, AnalyzedRequest, replies
 from engine.traces.doctor.causes import TOOLS_AFTER
 from engine.traces.doctor.diagnosis import CACHE_SIDE, Finding, findings, request_spans
 from engine.traces.doctor.information import Kept, kept
 from engine.traces.doctor.prescriptions import Prescription, prescription, rewrite
+from engine.traces.providers import recorded
 from engine.traces.request import TraceRequest
 
 ORIGINAL, ALL = "original", "all fixes"
@@ -56,13 +57,20 @@ class Diagnosis:
     combined: Arm | None
 
 
-def cache_misses(records: Sequence[AnalyzedRequest]) -> dict[int, str]:
-    """Request index -> the first cache-side miss any rule gave it (`rule: reason`)."""
+def cache_misses(records: Sequence[AnalyzedRequest], units: dict[str, int]) -> dict[int, str]:
+    """Request index -> the first cache-side miss a cache gave it (`cache: reason`), where it cost more
+    than one of that cache's units (`units`: a rule's; the recorded usage's by its provider): a read that
+    rounds one unit short is the rule's granularity, not an expiry."""
     out = {}
     for i, r in enumerate(records):
-        for rule, miss in r.misses.items():
-            if miss is not None and miss.reason in CACHE_SIDE:
-                out[i] = f"{rule}: {miss.reason} ({miss.missed_tokens} tokens)"
+        for cache, miss in r.misses.items():
+            unit = (
+                recorded.UNITS.get(r.recorded.provider, 1)
+                if cache == RECORDED and r.recorded
+                else units.get(cache, 1)
+            )
+            if miss is not None and miss.reason in CACHE_SIDE and miss.missed_tokens > unit:
+                out[i] = f"{cache}: {miss.reason} ({miss.missed_tokens} tokens)"
                 break
     return out
 
@@ -74,7 +82,7 @@ def measure(setup: AnalysisSetup, name: str, requests: list[TraceRequest]) -> Ar
 
 def diagnose(setup: AnalysisSetup, requests: list[TraceRequest]) -> Diagnosis:
     original = measure(setup, ORIGINAL, requests)
-    spans = request_spans(requests, replies(requests), cache_misses(original.records))
+    spans = request_spans(requests, replies(requests), cache_misses(original.records, setup.units()))
     placed = place(spans, requests, setup.renderer())
     extra = [p.span for p in placed if p.span.cause == TOOLS_AFTER]
     found = findings([p.span for p in placed])

@@ -102,6 +102,10 @@ class AnalysisSetup:
     def renderer(self) -> TraceRenderer:
         return TraceRenderer(self.tokenizer, self.source.eos_ids)
 
+    def units(self) -> dict[str, int]:
+        """Each rule's unit of what it serves, in tokens (the local cache's: a block)."""
+        return {LOCAL: self.block_size} | {n: HOSTED[n]().unit for n in self.rules if n != LOCAL}
+
     def analyzer(self) -> Analyzer:
         """A fresh analyzer: an empty local cache and fresh hosted rules."""
         salt = f"{self.source.digest}:{dtype_name(self.dtype)}".encode()

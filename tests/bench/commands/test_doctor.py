@@ -143,3 +143,15 @@ def test_layout_writes_its_conversation_as_traces_and_keeps_what_is_there(model,
     assert len(load_trace(tmp_path / "timestamp-first.jsonl")) == 4  # the small scale's turns
     with pytest.raises(InvalidArgumentError, match="stable-first.jsonl exists"):
         main(args)
+
+
+REAL = Path(__file__).resolve().parents[4] / "shared" / "traces" / "mini_swe_agent_astropy.traj.json"
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="the shared real traces are not next to this checkout")
+def test_an_append_only_agent_gets_a_clean_bill(tmp_path) -> None:
+    """mini-swe-agent only appends; DeepSeek's recorded reads fall one 64-token unit short of what was held
+    (its granularity), which is not named an eviction."""
+    rows = doctor(REAL, "synthetic:qwen2.5-0.5b", tmp_path / "out", "--provider", "deepseek")
+    assert rows == []
+    assert "No request broke its prefix" in (tmp_path / "out" / "report.md").read_text()
