@@ -108,7 +108,10 @@ class Preparer:
             req.notes["max_tokens"] = budget.note
         self._check_engine(req, len(prompt.ids) + max_new, max_new)
         with self.sessions_lock:
-            match = self.sessions.resolve(client.identity, client.session, client.source, prompt.ids)
+            continued = req.notes.get("previous_response_id")
+            match = self.sessions.resolve(
+                client.identity, client.session, client.source, prompt.ids, continued and continued["id"]
+            )
             self.renderer.encoder.remember(key, prompt, most=TOKENIZER_SESSIONS)
         scope = hashlib.sha256(client.identity.encode()).hexdigest()[:16] if self.isolate_cache else None
         salt = req.model if scope is None else f"{req.model}\0{scope}"

@@ -35,7 +35,7 @@ RETAIN_S = 6 * 3600.0
 @dataclass(frozen=True)
 class SessionMatch:
     session: str
-    source: str  # where the client named it (engine/serve/client_session.py) | matched | new
+    source: str  # where the client named it (engine/serve/client_session.py) | previous_response_id | matched | new
     previous: PastRequest | None
 
 
@@ -66,9 +66,23 @@ class SessionStore:
         self._auto = itertools.count(1)
 
     def resolve(
-        self, identity: str, named: str | None, source: str, prompt_ids: Sequence[int]
+        self,
+        identity: str,
+        named: str | None,
+        source: str,
+        prompt_ids: Sequence[int],
+        continues: str | None = None,
     ) -> SessionMatch:
+        """The request's session and the earlier request of the same client it is compared with.
+        `continues`: the id of the response a Responses request continues (`previous_response_id`); while
+        that request is held it is the one compared with, whatever changed (a dropped system prompt), and its
+        session is kept unless the client names another."""
         self._expire()
+        held = (
+            next((h.past for h in self.held if h.past.request_id == continues), None) if continues else None
+        )
+        if held is not None and held.identity == identity:
+            return SessionMatch(named or held.session, source if named else "previous_response_id", held)
         ids = token_array(prompt_ids)
         best, best_key = None, (-1, False)
         for h in reversed(self.held):  # newest first: `>` keeps the latest of equals

@@ -66,6 +66,18 @@ def test_a_stream_and_previous_response_id(smollm2_server: Server) -> None:
     assert e.value.body["param"] == "previous_response_id"
 
 
+def test_a_continuation_that_drops_the_instructions_names_the_system_change(smollm2_server: Server) -> None:
+    """instructions on the first call only: the continuation's prompt has the template's default system
+    prompt instead (OpenAI carries no instructions over either), and its report compares it with the
+    response it continues, by that response's session."""
+    client = openai_client(smollm2_server)
+    first = client.responses.create(model=MODEL, instructions="Answer in French.", input="Say hi.", **SHORT)
+    follow = client.responses.create(model=MODEL, input="Again.", previous_response_id=first.id, **SHORT)
+    before, report = first.model_extra["kvtestbed"], follow.model_extra["kvtestbed"]
+    assert report["session_source"] == "previous_response_id" and report["session_id"] == before["session_id"]
+    assert report["previous_request_id"] == first.id and report["miss_reason"] == "system_changed"
+
+
 def test_codex_request_is_answered_as_a_stream(qwen_server: Server) -> None:
     """Codex 0.171's own request (tests/fixtures/agents), served under a name the server serves and with a
     short reply: hosted tools listed as not offered, the stream well formed, the usage on its last event."""

@@ -44,6 +44,21 @@ def test_explicit_ids_and_matching() -> None:
     assert store.resolve(A, "fresh", "user", [1, 2, 3]).previous is None  # nothing beyond the preamble
 
 
+def test_a_responses_continuation_is_compared_with_the_response_it_continues() -> None:
+    """previous_response_id names the request compared with, even when the prompt shares nothing beyond the
+    preamble with it (its instructions dropped): its session, source `previous_response_id`; another
+    client's response, or one no longer held, falls back to matching."""
+    store = SessionStore(preamble_tokens=3)
+    store.remember(past("resp_1", "s1", [1, 2, 3, 4, 5, 6]))
+    store.remember(past("resp_2", "s2", [1, 2, 3, 7, 8, 9], identity=B))
+    went = store.resolve(A, None, "", [1, 2, 3, 9, 5, 6, 10], continues="resp_1")  # system text changed
+    assert (went.session, went.source, went.previous.request_id) == ("s1", "previous_response_id", "resp_1")
+    named = store.resolve(A, "mine", "header", [1, 2, 3, 9], continues="resp_1")
+    assert (named.session, named.source, named.previous.request_id) == ("mine", "header", "resp_1")
+    assert store.resolve(A, None, "", [1, 2, 3, 7, 8, 9], continues="resp_2").source == "new"  # B's
+    assert store.resolve(A, None, "", [1, 2, 3, 4, 5, 6, 7], continues="resp_gone").source == "matched"
+
+
 def test_the_latest_of_equal_matches_wins() -> None:
     store = SessionStore(preamble_tokens=0)
     store.remember(past("a", "s1", [1, 2, 3]))
