@@ -60,6 +60,7 @@ function add(r) {
   cell(row, r.session_id, "session");
   cell(row, r.prompt_tokens, "num");
   cell(row, `${r.cached_tokens} (${((100 * r.cached_tokens) / Math.max(r.prompt_tokens, 1)).toFixed(0)}%)`, "num cached-tokens");
+  row.insertCell().append(strip(r)); // before the wide text columns: on a narrow window it stays in view
   cell(row, ms(r.timing.server_ttft_s), "num");
   cell(row, ms(r.timing.queue_s), "num");
   cell(row, (r.aborted ? "aborted (client left) · " : "") + (r.miss_reason || "-"), "reason");
@@ -67,7 +68,6 @@ function add(r) {
   const where = cell(row, "", "where");
   where.append(Object.assign(document.createElement("b"), { textContent: `${spot.region}: ` }), around(spot.text));
   where.title = r.divergence ? "first change from the previous request" : "first token not served from the cache";
-  row.insertCell().append(strip(r));
 }
 
 async function poll() {
