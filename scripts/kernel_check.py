@@ -20,12 +20,14 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's engine
 
-import engine  # noqa: E402
+import engine  # noqa: E402  (before torch: its OpenMP threads wait passively, as a user's do)
+
+# isort: split
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
 from engine.devices import now  # noqa: E402
 
 # kernel or op names of fused attention (with a log-sum-exp) and of the paged libraries' kernels
