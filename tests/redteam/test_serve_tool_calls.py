@@ -83,9 +83,10 @@ FLOODS: dict[str, tuple[str, Callable[[int], str]]] = {
 def test_the_streamed_parser_is_linear(case: str) -> None:
     fmt, make = FLOODS[case]
     small = _cost(make, fmt, 20_000, 2)
-    large = _cost(make, fmt, 80_000, 2, limit=8 * max(small, 1e-3))
-    # linear: 4x the text costs ~4x (quadratic: 16x; the 200k-character name took 288 s against 0.07 s)
-    assert large < 8 * max(small, 1e-3), (small, large)
+    large = _cost(make, fmt, 80_000, 2, limit=10 * max(small, 1e-3))
+    # linear: 4x the text costs ~4x, within 10x on a loaded machine (quadratic: 16x; main's parser
+    # streamed a 200k-character name in 288 s against 0.07 s parsed whole)
+    assert large < 10 * max(small, 1e-3), (small, large)
 
 
 def test_an_unterminated_name_streamed_is_still_read_whole() -> None:
