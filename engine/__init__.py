@@ -1,7 +1,7 @@
 """kvtestbed: a from-scratch prefill/decode engine with an observable block-hashed prefix KV cache.
 
 Module map (dependencies point down this list only; docs/architecture.md has the whole picture):
-- `openmp` (how torch's CPU threads wait, set before torch loads), `errors`, `arguments`, `devices`: typed one-line errors, argument checks, devices and timing;
+- `machine_load` (the load averages when a command started), `openmp` (how torch's CPU threads wait, set before torch loads), `errors`, `arguments`, `devices`: typed one-line errors, argument checks, devices and timing;
 - `model/` the model math, `kv/` KV storage and the prefix cache, `loading/` weights and tokenizers,
   `prompts/` messages, chat templates and prompt regions;
 - `inspect/` attention maps, sinks and FLOPs (over the model);
@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from engine import machine_load  # noqa: F401  (the load averages when the command started, before its start-up)
 from engine.openmp import wait_passively
 
 wait_passively()  # before anything imports torch: libgomp reads its wait policy once, at load

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "engine"
 # Each area and the areas it may import (besides itself). Foundations import only foundations.
-FOUNDATIONS = {"openmp", "errors", "arguments", "devices"}
+FOUNDATIONS = {"machine_load", "openmp", "errors", "arguments", "devices"}
 CORE = {"model", "kv", "loading", "prompts", "inspect"}
 ALLOWED = {
     **{area: FOUNDATIONS for area in FOUNDATIONS},

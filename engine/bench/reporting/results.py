@@ -7,7 +7,6 @@ import argparse
 import csv
 import datetime as dt
 import json
-import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,23 +14,10 @@ from typing import Any
 
 import torch
 
+from engine.machine_load import AT_START, QUIET, load_averages
 from engine.runtime.engine import Engine
 
 REPO = Path(__file__).resolve().parents[3]  # the checkout, for its commit only: results go to the cwd
-
-
-def load_averages() -> list[float] | None:
-    """The 1-, 5- and 15-minute load averages, or None where the platform has none."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):
-        return None
-
-
-# What else the machine was doing when this command started (every bench command imports this module at
-# start-up, before it loads a model): a timing run is a reference only on a quiet machine (1-minute load < 0.5)
-LOAD_AT_START = load_averages()
-QUIET_LOAD = 0.5  # 1-minute load average below which a machine counts as quiet
 
 
 def git_commit(repo: Path = REPO) -> str:
@@ -75,7 +61,7 @@ def run_environment(
         "options": options,
         "commit": git_commit(),
         "threads": torch.get_num_threads(),
-        "load_average_at_start": LOAD_AT_START,
+        "load_average_at_start": AT_START,
         "load_average_at_end": load_averages(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -87,7 +73,7 @@ def provenance(env: dict[str, Any]) -> list[str]:
     lines = [f"- commit `{env['commit']}`, {env['date']}"]
     load = env.get("load_average_at_start")
     if load is not None:
-        quiet = "quiet" if load[0] < QUIET_LOAD else "**busy: its timings are not a reference**"
+        quiet = "quiet" if load[0] < QUIET else "**busy: its timings are not a reference**"
         lines.append(
             f"- load average when it started {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} (1/5/15 min): {quiet}"
         )

@@ -50,7 +50,8 @@ def test_every_result_records_the_load_and_its_report_says_whether_it_was_quiet(
     command started and when it wrote, and the report's opening lines judge the start's 1-minute load."""
     import argparse
 
-    from engine.bench.reporting.results import QUIET_LOAD, provenance, run_environment
+    from engine.bench.reporting.results import provenance, run_environment
+    from engine.machine_load import QUIET as QUIET_LOAD
 
     env = run_environment({}, "test", argparse.Namespace(x=1))
     for key in ("load_average_at_start", "load_average_at_end"):
