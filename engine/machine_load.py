@@ -15,7 +15,7 @@ QUIET = 0.5  # 1-minute load average below which a machine counts as quiet
 def load_averages() -> list[float] | None:
     """The 1-, 5- and 15-minute load averages, or None where the platform has none."""
     try:
-        return [round(x, 2) for x in os.getloadavg()]
+        return list(os.getloadavg())
     except (OSError, AttributeError):
         return None
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.machine_load import load_averages
+
 OTHERS_LIMIT = 0.5  # cores' worth of other runnable threads (load average) a pass tolerates
 
 
@@ -36,10 +38,8 @@ class PassLoad:
 
 def load_average() -> float | None:
     """The 1-minute load average, or None where the platform has none."""
-    try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):
-        return None
+    averages = load_averages()
+    return None if averages is None else averages[0]
 
 
 def start_pass(device: torch.device) -> Callable[..., PassLoad]:
