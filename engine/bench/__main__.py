@@ -4,50 +4,54 @@ results/<command>-<model>-<device>-<UTC time>/ folder of the current directory (
 from __future__ import annotations
 
 import argparse
+import importlib
 
+from engine.bench.flags import (
+    cluster,
+    compaction,
+    doctor,
+    export,
+    fleet,
+    kv_compose,
+    kv_edit,
+    layout,
+    needle,
+    replay,
+    sink,
+    status_attention,
+    statusbar,
+    tokens,
+)
 from engine.cli import run
+
+# each flags module registers its command's subparser, in the order --help lists them
+FLAGS = (
+    layout,
+    replay,
+    doctor,
+    fleet,
+    cluster,
+    export,
+    statusbar,
+    compaction,
+    sink,
+    status_attention,
+    kv_edit,
+    kv_compose,
+    needle,
+    tokens,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.bench.commands import (
-        cluster,
-        compaction,
-        doctor,
-        export,
-        fleet,
-        kv_compose,
-        kv_edit,
-        layout,
-        needle,
-        replay,
-        sink,
-        status_attention,
-        statusbar,
-        tokens,
-    )
-
     parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    # each command module registers its own subcommand and sets `func`
-    for module in (
-        layout,
-        replay,
-        doctor,
-        fleet,
-        cluster,
-        export,
-        statusbar,
-        compaction,
-        sink,
-        status_attention,
-        kv_edit,
-        kv_compose,
-        needle,
-        tokens,
-    ):
-        module.register(commands)
+    for flags in FLAGS:
+        flags.register(commands)
     args = parser.parse_args(argv)
-    return args.func(args)
+    # the command's own module (the engine, torch, plotting) is imported only now: --help loads none of it
+    command = importlib.import_module(f"engine.bench.commands.{args.command.replace('-', '_')}")
+    return command.main(args)
 
 
 if __name__ == "__main__":

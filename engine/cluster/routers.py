@@ -32,9 +32,12 @@ import random
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from engine.cluster.replica import Replica
 from engine.cluster.workload import ClusterRequest
+
+if TYPE_CHECKING:
+    from engine.cluster.replica import Replica
 
 CHARS_PER_TOKEN = 4  # llm-d's and SGLang's estimate where the router does not tokenize
 

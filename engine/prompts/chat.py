@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import TemplateError
-from transformers import PreTrainedTokenizerBase
 
 from engine.errors import PromptError
 from engine.prompts.messages import Message, validate_messages, validate_tools
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 HERMES, LLAMA3_JSON, GENERIC = "hermes", "llama3_json", "generic"
 LLAMA3_MARKS = ("<|python_tag|>", '"parameters": dictionary of argument name')

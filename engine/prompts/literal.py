@@ -17,12 +17,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from engine.prompts.chat import render_text
 from engine.prompts.messages import Message
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 PRIVATE_USE = 0xF0000  # Supplementary Private Use Area-A: one code point stands for one control token
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from engine.prompts.chat import Message, render_text
 from engine.prompts.literal import render_chat, tokenize_chat
 from engine.prompts.messages import validate_messages, validate_tools
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 STATUS_TAG = "<agent_status>"
 

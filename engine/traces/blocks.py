@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from engine.kv.block_manager import chain_hash
 from engine.prompts.messages import Message
 from engine.traces.request import ContentBlock, TraceRequest
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 def canonical(value: Any) -> str:

@@ -12,30 +12,20 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib
 import torch
-from matplotlib import font_manager
-from matplotlib.ft2font import FT2Font
 
-from engine.inspect.attention import AttentionMaps
-from engine.prompts.regions import Region
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.ft2font import FT2Font  # noqa: E402
 
+from engine.inspect.attention import AttentionMaps  # noqa: E402
+from engine.prompts.regions import Region  # noqa: E402
+from engine.viz.transforms import TRANSFORMS  # noqa: E402
 
-def _without_sink(p: torch.Tensor) -> torch.Tensor:
-    rest = p.clone()
-    rest[..., 0] = float("nan")
-    return rest / p[..., 1:].sum(-1, keepdim=True)  # row 0 (only token 0) becomes NaN: nothing left to show
-
-
-TRANSFORMS: dict[str, tuple[Callable[[torch.Tensor], torch.Tensor], str]] = {
-    "none": (lambda p: p, "attention probability p"),
-    "log": (lambda p: torch.log10(1 + 1000 * p), "log10(1 + 1000·p)"),
-    "sqrt": (torch.sqrt, "sqrt(p)"),
-    "exclude-sink": (_without_sink, "p renormalised without token 0"),
-}
 MAX_TICKS = 60
 
 

@@ -13,6 +13,7 @@ import torch
 
 from engine.errors import AttentionTooLargeError, OutputError, PromptError
 from engine.viz import __main__ as cli
+from engine.viz import command, flags
 from engine.viz.heatmap import TRANSFORMS, drawable, head_view, transformed
 
 CHAT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Why is the sky blue?"}]
@@ -26,7 +27,7 @@ def maps(smollm2):
 @pytest.fixture
 def viz(smollm2, monkeypatch):
     """Run the CLI in-process on the session's already loaded model."""
-    monkeypatch.setattr(cli, "load", lambda *args, **kwargs: smollm2)
+    monkeypatch.setattr(command, "load", lambda *args, **kwargs: smollm2)
     return lambda *argv: cli.main(["heatmap", "--model", "smollm2-135m", *map(str, argv)])
 
 
@@ -137,12 +138,12 @@ def test_bad_requests_raise_typed_errors(viz, argv: list[str], error: type, mess
 @pytest.mark.parametrize(
     "spec, text",
     [
-        (cli.rows_spec, "first:3"),
-        (cli.rows_spec, "last:0"),
-        (cli.head_spec, "median"),
-        (cli.head_spec, "-1"),
-        (cli.layer_spec, "x"),
-        (cli.layer_spec, "-1"),  # refused: no negative indexing on the command line
+        (flags.rows_spec, "first:3"),
+        (flags.rows_spec, "last:0"),
+        (flags.head_spec, "median"),
+        (flags.head_spec, "-1"),
+        (flags.layer_spec, "x"),
+        (flags.layer_spec, "-1"),  # refused: no negative indexing on the command line
     ],
 )
 def test_bad_specs_are_argument_errors(spec, text: str) -> None:
@@ -153,7 +154,7 @@ def test_bad_specs_are_argument_errors(spec, text: str) -> None:
 def test_the_default_view_is_one_late_layer_on_a_log_scale(viz, tmp_path, monkeypatch) -> None:
     drawn = []
     monkeypatch.setattr(
-        cli, "draw", lambda maps, view, transform, out, title: drawn.append((maps, transform))
+        command, "draw", lambda maps, view, transform, out, title: drawn.append((maps, transform))
     )
     assert viz("--prompt", "Why is the sky blue?", "--out", tmp_path / "map.png") == 0
     ((maps, transform),) = drawn
@@ -161,14 +162,19 @@ def test_the_default_view_is_one_late_layer_on_a_log_scale(viz, tmp_path, monkey
 
 
 def test_specs() -> None:
-    assert (cli.rows_spec("last:16"), cli.rows_spec("all"), cli.layer_spec("29"), cli.layer_spec("all")) == (
+    assert (
+        flags.rows_spec("last:16"),
+        flags.rows_spec("all"),
+        flags.layer_spec("29"),
+        flags.layer_spec("all"),
+    ) == (
         16,
         None,
         29,
         None,
     )
-    assert cli.layer_spec("late") == "late" and cli.late_layer(30) == 24
-    assert (cli.head_spec("3"), cli.head_spec("max")) == (3, "max")
+    assert flags.layer_spec("late") == "late" and flags.late_layer(30) == 24
+    assert (flags.head_spec("3"), flags.head_spec("max")) == (3, "max")
 
 
 @pytest.mark.parametrize("argv", [["--rows", "first:3", "--prompt", "hi"], ["--messages", "/no/such.json"]])

@@ -1,6 +1,4 @@
-"""`python -m engine.bench compaction`: compaction policies x (stable | timestamp-first) prefix over a long
-conversation: budget utilization, cached share, computed tokens, TTFT and compaction events per turn; with
---answers, what each policy's context still knows at the end, judged by ten answers."""
+"""`python -m engine.bench compaction`: the run (its description and flags: engine/bench/flags/compaction.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +6,7 @@ import argparse
 import itertools
 from typing import Any
 
-from engine.arguments import int_flag
-from engine.bench.args import add_bench_args, open_engine
+from engine.bench.args import open_engine
 from engine.bench.harness.compaction_answers import answer_rows, ask_after_the_end
 from engine.bench.harness.replayer import Conversation, Replayer, Request, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import plot_compaction, plot_cumulative
@@ -18,7 +15,6 @@ from engine.bench.reporting.results import environment
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.reporting.stats import per_pass, spread
 from engine.bench.workloads.compaction_policies import (
-    POLICIES,
     Compactor,
     History,
     Summarizer,
@@ -26,7 +22,6 @@ from engine.bench.workloads.compaction_policies import (
 )
 from engine.bench.workloads.compaction_questions import questions, updates_for
 from engine.bench.workloads.longchat import PINNED, SYSTEM, ChatTurn, build_long_chat
-from engine.cli import docs_link
 from engine.errors import CompactionError
 from engine.prompts.chat import Message
 from engine.runtime.engine import Engine
@@ -50,44 +45,6 @@ POLICY_COLUMNS = [
     "cached_share",
     "refused_at_turn",
 ]
-
-
-def register(commands: Any) -> None:
-    p = commands.add_parser(
-        "compaction",
-        help="compaction policies against a token budget, with stable or timestamp-first prefixes",
-        description=__doc__,
-        epilog=docs_link("statusbar-and-compaction.md"),
-    )
-    add_bench_args(p)
-    p.add_argument("--turns", type=int_flag(1), default=50, help="conversation length (default 50)")
-    p.add_argument(
-        "--budget", type=int_flag(1), default=1024, help="token budget of a request (default 1024)"
-    )
-    p.add_argument(
-        "--result-tokens", type=int_flag(1), default=60, help="tokens per bulky tool result (default 60)"
-    )
-    p.add_argument(
-        "--policies",
-        nargs="+",
-        choices=list(POLICIES),
-        default=list(POLICIES),
-        metavar="POLICY",
-        help=f"policies (default: all of {', '.join(POLICIES)})",
-    )
-    p.add_argument(
-        "--summarizer",
-        choices=["extractive", "model"],
-        default="extractive",
-        help="extractive (deterministic, default) or the model itself",
-    )
-    p.add_argument(
-        "--answers",
-        action="store_true",
-        help="ask each policy's context at the end ten questions (the conversation then carries two value "
-        "updates in its user turns)",
-    )
-    p.set_defaults(func=main)
 
 
 class CompactedChat:

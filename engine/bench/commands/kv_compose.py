@@ -1,15 +1,4 @@
-"""`python -m engine.bench kv-compose`: build prompts from precomputed "skill" blocks, relocated and spliced,
-and compare them with the exact full recompute of the same prompt.
-
-Each skill block is computed once, alone, right after the chat template's preamble (untimed: that is the
-cache a composing server keeps). A prompt includes 1-4 of them, in seeded orders, some after a fresh note,
-then the question. Arms, interleaved per prompt (order rotated):
-- recompute: the whole prompt computed (the reference);
-- exact-prefix: the preamble (and a first block right after it) reused exactly, the rest computed;
-- splice: every block relocated to where it lands, only notes and the question computed;
-- splice+R%: the same, with the first R% of every relocated block recomputed (the selection rule: each
-  block's head, where its context changed; not CacheBlend's per-token deviation).
-"""
+"""`python -m engine.bench kv-compose`: the run (its description and flags: engine/bench/flags/kv_compose.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +11,7 @@ from tqdm import tqdm
 from engine.approx.assembly import Compute
 from engine.approx.plans import Part, plan_prefix, plan_splice
 from engine.approx.snapshot import snapshot
-from engine.arguments import float_flag, int_flag
-from engine.bench.args import EXACT_ARMS, add_run_args, open_engine
+from engine.bench.args import EXACT_ARMS, open_engine
 from engine.bench.harness.approx_runs import (
     LAYER_NOTE,
     SPREAD_NOTE,
@@ -41,7 +29,6 @@ from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
 from engine.bench.reporting.run_folder import interrupted, run_dir
 from engine.bench.workloads.skills import QUESTIONS, SKILLS, layouts, note, skill_text, template_parts
-from engine.cli import docs_link
 
 
 def main(args: argparse.Namespace) -> int:
@@ -120,28 +107,3 @@ def main(args: argparse.Namespace) -> int:
     ]
     code = finish(engine, out, report, text)
     return interrupted(len(rows) // len(variants), "prompts", out) if env["partial"] else code
-
-
-def register(commands: Any) -> None:
-    p = commands.add_parser(
-        "kv-compose",
-        help="splice relocated precomputed blocks vs full recompute",
-        description=__doc__,
-        epilog=docs_link("editable-kv.md"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_run_args(p, "layouts seed (and synthetic weights seed)")
-    p.add_argument(
-        "--prompts", type=int_flag(1), default=8, help="composed prompts, 1-4 blocks each (default 8)"
-    )
-    p.add_argument(
-        "--repeat", type=int_flag(1), default=3, help="a block's rules repeated this often (default 3)"
-    )
-    p.add_argument(
-        "--recompute",
-        type=float_flag(0.0, maximum=1.0),
-        default=0.15,
-        help="splice+R: share recomputed (default 0.15)",
-    )
-    p.add_argument("--answer-tokens", type=int_flag(1), default=8, help="greedy tokens compared (default 8)")
-    p.set_defaults(func=main)

@@ -1,19 +1,16 @@
-"""`python -m engine.bench layout`: TTFT and cached tokens per turn, stable-first against cache-breaking
-layouts."""
+"""`python -m engine.bench layout`: the run (its description and flags: engine/bench/flags/layout.py)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
 import sys
-from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from engine.arguments import int_flag
-from engine.bench.args import add_bench_args, open_engine
-from engine.bench.harness.endpoint import add_endpoint_args
+from engine.bench.args import open_engine
+from engine.bench.flags.layout import REPLIES
 from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import plot_cached_share, plot_token_strip, plot_ttft
 from engine.bench.reporting.replay_report import (
@@ -27,62 +24,9 @@ from engine.bench.reporting.results import environment
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.workloads.layout_traces import write_layout_traces
 from engine.bench.workloads.layouts import LAYOUTS
-from engine.bench.workloads.scenario import SCALES, Scenario, build_scenario
-from engine.cli import docs_link
+from engine.bench.workloads.scenario import Scenario, build_scenario
 from engine.errors import InvalidArgumentError
 from engine.runtime.engine import Engine
-
-# Who writes the replies that join each layout's history (and what a result says about it).
-REPLIES = {
-    "reference": "the reference layout's model writes each reply (pass 0) and every other layout is "
-    "teacher-forced the same reply, so only the layout differs (default)",
-    "scripted": "fixed scripted replies in every layout, reproducible across models",
-    "own-confounded": "each layout's model writes its own replies: histories then differ in content as well "
-    "as layout, so the comparison is CONFOUNDED",
-}
-
-
-def register(commands: Any) -> None:
-    p = commands.add_parser(
-        "layout",
-        help="stable-first vs timestamp-first and other cache-breaking layouts",
-        description=__doc__,
-        epilog=docs_link("layout.md"),
-    )
-    add_bench_args(p)
-    p.add_argument(
-        "--layouts",
-        nargs="+",
-        choices=list(LAYOUTS),
-        default=list(LAYOUTS),
-        metavar="LAYOUT",
-        help=f"layouts to compare (default: all of {', '.join(LAYOUTS)})",
-    )
-    p.add_argument("--scale", choices=list(SCALES), default="small", help="prompt sizes (large is for GPUs)")
-    p.add_argument(
-        "--turns", type=int_flag(1), default=None, help="turns per conversation (default: the scale's)"
-    )
-    p.add_argument(
-        "--replies",
-        choices=list(REPLIES),
-        default="reference",
-        help="; ".join(f"{k}: {v}" for k, v in REPLIES.items()),
-    )
-    add_endpoint_args(p, max_tokens=None)
-    p.add_argument(
-        "--write-traces",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="write each layout's conversation as a trace (<layout>.jsonl, scripted replies) and run nothing "
-        "(for bench replay and bench doctor)",
-    )
-    p.add_argument(
-        "--cache-salt",
-        action="store_true",
-        help="with --endpoint: isolate each conversation by vLLM's cache_salt field instead of a cache reset",
-    )
-    p.set_defaults(func=main)
 
 
 def conversations(sc: Scenario, names: list[str], replies: str) -> list[Conversation]:

@@ -1,15 +1,4 @@
-"""`python -m engine.bench needle`: where a fact sits, and how much the answer looks at it.
-
-A delivery log of near-identical JSON records (engine/bench/workloads/delivery_log.py) is sized to each of
---lengths in the model's own tokens, with --facts asked records together at each of --positions (top,
-quarter, middle, three-quarters, end of the log, in tokens). Each asked record gets one question ("how many
-tubs ... number only"), answered greedily by the engine, and scored right, wrong number (whose record's
-number it was) or not a number. While the answer is generated, the engine's own steps report the attention
-of the answering row on the asked record's tokens, per layer and head (engine/inspect/span_shares.py): the
-answering row is the one whose output is the scored number's first token (the first answer token when
-there is no number; the last prompt row when the answer starts with the number). A length whose prompt does
-not fit the model's window is refused by name before any work, never cut.
-"""
+"""`python -m engine.bench needle`: the run (its description and flags: engine/bench/flags/needle.py)."""
 
 from __future__ import annotations
 
@@ -21,22 +10,15 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from engine.arguments import int_flag
-from engine.bench.args import add_run_args, open_engine
+from engine.bench.args import open_engine
 from engine.bench.reporting.needle_report import summarize, write_needle
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
-from engine.bench.workloads.delivery_log import MAX_FACTS, POSITIONS, DeliveryLog, build_log
+from engine.bench.workloads.delivery_log import DeliveryLog, build_log
 from engine.bench.workloads.delivery_questions import log_offset, messages, score
-from engine.cli import docs_link
 from engine.errors import ContextOverflowError, PromptError
 from engine.inspect.span_shares import SpanShares, observing
 from engine.prompts.chat import render_text
 from engine.runtime.engine import Engine
-
-DEFAULT_LENGTHS = [
-    1000,
-    4000,
-]  # the chapter's two lengths within 4,000: the reference fits ~15 min on 2 cores
 
 
 @dataclass(frozen=True)
@@ -152,7 +134,7 @@ def ask(engine: Engine, cell: Cell, which: int, args: argparse.Namespace) -> dic
     }
 
 
-def run_needle(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     engine = open_engine(args, timed=False)
     cells = plan(engine, args)
     jobs = [(cell, which) for cell in cells for which in range(args.facts)]
@@ -171,40 +153,3 @@ def run_needle(args: argparse.Namespace) -> int:
     if partial:
         return interrupted(len(questions), "questions", out)
     return written(out)
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "needle",
-        help="where a fact sits: accuracy and attention on the fact by log length and position",
-        description=__doc__,
-        epilog=docs_link("context-experiments.md"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_run_args(parser, "log seed (and synthetic weights seed)")
-    parser.add_argument(
-        "--lengths",
-        type=int_flag(64),
-        nargs="+",
-        default=DEFAULT_LENGTHS,
-        help=f"log lengths in the model's tokens (default {' '.join(map(str, DEFAULT_LENGTHS))})",
-    )
-    parser.add_argument(
-        "--positions",
-        nargs="+",
-        choices=list(POSITIONS),
-        default=list(POSITIONS),
-        metavar="POSITION",
-        help=f"where the asked records sit (default: all of {' '.join(POSITIONS)})",
-    )
-    parser.add_argument(
-        "--facts",
-        type=int_flag(1, MAX_FACTS),
-        default=8,
-        help=f"asked records per log, at most {MAX_FACTS} (their tub counts differ; default 8)",
-    )
-    parser.add_argument(
-        "--max-new-tokens", type=int_flag(1), default=24, help="greedy answer length (default 24)"
-    )
-    parser.add_argument("--top-heads", type=int_flag(1), default=5, help="heads listed per cell (default 5)")
-    parser.set_defaults(func=run_needle)

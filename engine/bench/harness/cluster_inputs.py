@@ -28,9 +28,6 @@ def hash_input(traces: list[tuple[Path, HashTrace]], names: list[str]) -> Worklo
     return hash_workload(names[0], traces[0][1])
 
 
-LAYOUTS = ("as-sent", "timestamp-first")
-
-
 def clock_line(when: float) -> str:
     """The line a timestamp-first layout puts at the top of the system prompt: the request's own time."""
     if when >= 10**8:  # epoch seconds

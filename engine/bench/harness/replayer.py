@@ -28,18 +28,12 @@ from tqdm import tqdm
 
 from engine.bench.harness.contention import PassLoad, start_pass
 from engine.bench.reporting.stats import spread
+from engine.bench.workloads.request import Request
 from engine.errors import CompactionError
 from engine.prompts.chat import Message
 from engine.prompts.regions import common_prefix, marked_text, render_prompt
 from engine.runtime.engine import Engine
 from engine.traces.rendering import reply_tail
-
-
-@dataclass(frozen=True)
-class Request:
-    messages: list[Message]
-    tools: list[dict[str, Any]] | None = None
-    meta: dict[str, Any] = field(default_factory=dict)  # facts the turn's record carries (e.g. compaction)
 
 
 @dataclass

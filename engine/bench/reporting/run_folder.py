@@ -21,9 +21,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.errors import OutputError
-from engine.runtime.engine import Engine
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
 
 RESULTS = Path("results")  # relative on purpose: resolved against the current directory
 SLUG_LENGTH = 120  # characters of a folder name before its time stamp

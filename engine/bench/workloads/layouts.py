@@ -12,7 +12,7 @@ import json
 import random
 from collections.abc import Callable
 
-from engine.bench.harness.replayer import Request
+from engine.bench.workloads.request import Request
 from engine.bench.workloads.scenario import Scenario, Turn
 from engine.prompts.chat import Message
 

@@ -11,11 +11,13 @@ import random
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING
 
 from engine.bench.workloads.sizing import lines_until
 from engine.prompts.chat import Message
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 DURABLE = re.compile(r"^(DECISION|OPEN|ERROR) .+$", re.MULTILINE)
 SYSTEM = (

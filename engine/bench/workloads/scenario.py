@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Any
 
 from engine.bench.workloads.sizing import lines_until
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 POLICIES = [
     "Verify the customer's identity before disclosing any order details.",

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from pydoc_data.topics import topics
+from typing import TYPE_CHECKING
 
 from engine.errors import PromptError
 from engine.prompts.chat import Message
-from engine.runtime.engine import Engine
+
+if TYPE_CHECKING:
+    from engine.runtime.engine import Engine
 
 PROMPTS: dict[str, list[Message]] = {
     "fixed": [{"role": "user", "content": "What is the capital of France?"}],
