@@ -8,12 +8,12 @@ server) and scripts/agents_check.py (against `python -m engine.serve`).
 | claude-code | `ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY` (+ its telemetry switches); `claude -p PROMPT` |
 | codex | `$CODEX_HOME/config.toml`: a `[model_providers.kvtestbed]` with `base_url`, `env_key`, `wire_api = "responses"`; `codex exec PROMPT` |
 | agents-responses, agents-chat, langchain-openai, langchain-anthropic | `OPENAI_BASE_URL` / `OPENAI_API_KEY`, `ANTHROPIC_BASE_URL` / `ANTHROPIC_API_KEY`; scripts/agent_clients.py |
+| aider | `--model openai/NAME --openai-api-base URL/v1 --openai-api-key KEY` and AIDER_FLAGS; `--message PROMPT` |
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import math
 import os
 import shlex
@@ -26,18 +26,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent_installs import (
+    BINARIES,
+    CODING_AGENTS,
+    NPM_PACKAGES,
+    PIP_PACKAGES,
+    find_tool,
+    python_for,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-CODING_AGENTS = ["claude-code", "codex"]
-PYTHON_AGENTS = ["agents-responses", "agents-chat", "langchain-openai", "langchain-anthropic"]
-NPM_PACKAGES = {"claude-code": "@anthropic-ai/claude-code", "codex": "@openai/codex"}
-BINARIES = {"claude-code": "claude", "codex": "codex"}
-PIP_PACKAGES = {
-    "agents-responses": "openai-agents",
-    "agents-chat": "openai-agents",
-    "langchain-openai": "langchain-openai",
-    "langchain-anthropic": "langchain-anthropic",
-}
 PROMPT = "List the markdown files in this directory."
+AIDER_PROMPT = "Add a line to README.md that says it was edited."
 CODEX_MODEL = "gpt-5.4"  # the model config.toml names (any name the server serves)
 CODEX_CONFIG = """model = "{model}"
 model_provider = "kvtestbed"
@@ -54,6 +54,18 @@ wire_api = "responses"
 """
 QUIET_CLAUDE = {"DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1"}
 NETNS_VARIABLE = "KVTESTBED_LOOPBACK_NETNS"
+RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
+MARK = ".kvtestbed-agent-run"  # in each folder a run made, so a later run may empty it
+# aider without a terminal: the counts from `usage` (not streamed), its questions answered yes, no update
+# check, no analytics (`--yes-always` would opt in where aider asks), no model warning (it offers to open a
+# browser); then `--message`: one message, and exit
+AIDER_FLAGS = [
+    "--no-stream",
+    "--yes-always",
+    "--no-check-update",
+    "--analytics-disable",
+    "--no-show-model-warnings",
+]
 
 
 def free_port() -> int:
@@ -84,52 +96,32 @@ def writable_folder(parser: argparse.ArgumentParser, flag: str, path: Path) -> N
         parser.error(f"{flag} {path}: cannot write there ({e.strerror or e})")
 
 
-def missing(clients: list[str], tools_dir: Path) -> dict[str, str]:
-    """Client -> why it cannot run, for those not installed (nothing is installed here: --no-install)."""
-    out = {
-        c: f"not found in {tools_dir} nor on PATH (--no-install)"
-        for c in clients
-        if c in CODING_AGENTS and not find_tool(c, tools_dir)
-    }
-    return out | {
-        c: f"{PIP_PACKAGES[c]} is not installed (--no-install)"
-        for c in clients
-        if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c])
-    }
+def not_ours(folder: Path) -> str | None:
+    """Why `folder` may not be emptied for a run: it holds files and no mark that a run made it; else None."""
+    if folder.is_dir() and any(folder.iterdir()) and not (folder / MARK).exists():
+        return (
+            f"{folder} holds files that no agents run wrote (no {MARK}); remove them or choose another folder"
+        )
+    if folder.exists() and not folder.is_dir():
+        return f"{folder} is a file"
+    return None
 
 
-def find_tool(client: str, tools_dir: Path | None) -> str | None:
-    """The client's binary in `tools_dir` (an `npm install --prefix` folder), else on PATH."""
-    name = BINARIES[client]
-    if tools_dir and (tools_dir / "node_modules" / ".bin" / name).exists():
-        return str(tools_dir / "node_modules" / ".bin" / name)
-    return shutil.which(name)
-
-
-def tool_version(path: str) -> str:
-    """`claude --version` says `2.1.197 (Claude Code)`, `codex --version` says `codex-cli 0.171.0`."""
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout.split()
-    return (out[-1] if out[0].startswith("codex") else out[0]) if out else "unknown"
-
-
-def package_version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def version(client: str, tools_dir: Path | None) -> str | None:
-    if client in CODING_AGENTS:
-        path = find_tool(client, tools_dir)
-        return tool_version(path) if path else None
-    return package_version(PIP_PACKAGES[client])
+def claim(folder: Path) -> None:
+    """Empty `folder` (made by an earlier run: only such a folder, see not_ours) and mark it as a run's."""
+    if why := not_ours(folder):
+        raise FileExistsError(why)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    (folder / MARK).write_text("made by scripts/agent_runs.py: emptied by the next run\n")
 
 
 def prepare(base: Path) -> None:
-    """A fresh home and a one-commit git repository with fixed dates (so the same commit hash every time)."""
-    shutil.rmtree(base, ignore_errors=True)
-    (base / "home").mkdir(parents=True)
+    """A fresh home and a one-commit git repository with fixed dates (so the same commit hash every time),
+    `work`, and a copy of it, `elsewhere`, in `base` emptied (only a folder an earlier run made: nothing of
+    the user's is deleted)."""
+    claim(base)
+    (base / "home").mkdir()
     work = base / "work"
     work.mkdir()
     (work / "README.md").write_text("# demo\n\nA small project for the capture.\n")
@@ -141,6 +133,7 @@ def prepare(base: Path) -> None:
     subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
     subprocess.run([*git, "add", "README.md"], check=True, env=env)
     subprocess.run([*git, "commit", "-q", "-m", "init"], check=True, env=env)
+    shutil.copytree(work, base / "elsewhere", symlinks=True)
 
 
 def command(
@@ -162,7 +155,12 @@ def command(
         home.mkdir(exist_ok=True)
         (home / "config.toml").write_text(CODEX_CONFIG.format(model=model or CODEX_MODEL, url=url))
         return [binary, "exec", PROMPT], env | {"CODEX_HOME": str(home), "KVTESTBED_API_KEY": key}
-    if package_version(PIP_PACKAGES[client]) is None:
+    if client == "aider":
+        if not (binary := find_tool(client, tools_dir)):
+            return f"aider not found (pip install {PIP_PACKAGES[client]})"
+        argv = [binary, "--model", f"openai/{model or 'gpt-4o-mini'}", "--openai-api-base", f"{url}/v1"]
+        return argv + ["--openai-api-key", key, *AIDER_FLAGS, "--message", AIDER_PROMPT], env
+    if (python := python_for(client, tools_dir)) is None:
         return f"the Python package {PIP_PACKAGES[client]} is not installed"
     env |= {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OPENAI_AGENTS_DISABLE_TRACING": "1"}
     env |= {
@@ -171,7 +169,7 @@ def command(
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": key,
     }
-    argv = [sys.executable, str(ROOT / "scripts" / "agent_clients.py"), client]
+    argv = [python, str(ROOT / "scripts" / "agent_clients.py"), client]
     return argv + (["--model", model] if model else []), env
 
 

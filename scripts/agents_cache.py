@@ -25,19 +25,17 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import shutil
 import signal
 import sys
 import time
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent_runs import CODEX_MODEL, CODING_AGENTS, command, prepare, run, seconds, writable_folder
+from agent_installs import CODING_AGENTS
+from agent_runs import CODEX_MODEL, RUNS, claim, command, not_ours, prepare, run, seconds, writable_folder
 from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, prepare_clients, reply_flags
-
-RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
 
 
 @dataclass
@@ -54,6 +52,7 @@ class Row:
     break_text: str
     tool_tokens_after_break: int  # tool-definition tokens rendered after that point (Qwen's order)
     tools_first_cached: int | None  # the estimate for a tools-first order, where it applies
+    tool_calls: int = 0  # in the reply
 
     @property
     def share(self) -> float:
@@ -105,14 +104,14 @@ def report(rows: list[Row], lines: list[str]) -> str:
     out = [
         *lines,
         "",
-        "| client | run | # | prompt | cached | share | why | breaks at | region | tools after |",
+        "| client | run | # | prompt | cached | share | why | breaks at | region | tools after | calls |",
     ]
-    out.append("|---|---|---|---|---|---|---|---|---|---|")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         at = "" if r.break_token is None else f"{r.break_token:,}"
         out.append(
             f"| {r.client} | {r.run} | {r.request} | {r.prompt_tokens:,} | {r.cached_tokens:,} | {r.share:.0%} | "
-            f"{r.miss_reason} | {at} | {r.break_region} | {r.tool_tokens_after_break:,} |"
+            f"{r.miss_reason} | {at} | {r.break_region} | {r.tool_tokens_after_break:,} | {r.tool_calls} |"
         )
     for client in dict.fromkeys(r.client for r in rows):
         mine = [r for r in rows if r.client == client]
@@ -162,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{args.out} already holds report.md or requests.csv; pass --overwrite to replace them")
     writable_folder(parser, "--out", args.out)
     writable_folder(parser, "--work", args.work)
+    for why in filter(None, (not_ours(args.work / f) for f in ["server", *args.clients])):
+        parser.error(f"--work: {why}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the server is stopped on a kill too
     skipped = prepare_clients(args)
     if isinstance(skipped, int):  # the run in the namespace is over: its exit status
@@ -171,8 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     if not clients:  # nothing would run: no server, no report of nothing
         print(f"error: no client to run: {'; '.join(lines)}", file=sys.stderr)
         return 1
+    claim(args.work / "server")
     server = Server(
-        args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], args.work, reply_flags(CAP_TOKENS), CAP_TOKENS
+        args.coding_model,
+        CLAUDE_MODELS + [CODEX_MODEL],
+        args.work / "server",
+        reply_flags(CAP_TOKENS),
+        CAP_TOKENS,
     )
     rows: list[Row] = []
     try:
@@ -184,7 +190,6 @@ def main(argv: list[str] | None = None) -> int:
             bodies: dict[str, dict[str, Any]] = {}
             base = args.work / client
             prepare(base)  # one home (the client's own state, as a user's), two copies of the repository
-            shutil.copytree(base / "work", base / "elsewhere", symlinks=True)
             for label, folder in RUNS:
                 planned = command(client, server.url, base, args.tools_dir, KEY)
                 assert not isinstance(planned, str), planned  # installed: found above
@@ -199,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
                 entries = {e["request_id"]: e for e in fetch_entries(server.url)}
                 for n, record in enumerate(records, 1):
                     entry = entries[record["kvtestbed"]["request_id"]]
-                    rows.append(row(client, label, n, entry, record["body"], bodies))
+                    calls = (record["kvtestbed"].get("tool_calls") or {}).get("calls") or 0
+                    rows.append(
+                        replace(row(client, label, n, entry, record["body"], bodies), tool_calls=calls)
+                    )
                     bodies[entry["request_id"]] = record["body"]
     finally:
         server.stop()

@@ -1,23 +1,29 @@
 """Real agents against `python -m engine.serve`, each configured only by its documented settings
-(scripts/agent_runs.py), each run twice: per client, the exit status and last line of each run, the HTTP
-statuses the server answered, and the cached tokens of the first request of the second run that repeats one of
-the first run (same body but for per-session fields).
+(scripts/agent_runs.py), each run three times, twice in one directory (A1, A2) and once in a copy of it
+elsewhere (B1): per client and run, the exit status and last line, each request's cached and prompt tokens,
+miss reason and tool calls; the HTTP statuses the server answered; and the cached tokens of the first request
+of A2 that repeats one of A1 (same body but for per-session fields).
 
-    scripts/agents_check.sh [--clients claude-code codex agents-responses agents-chat langchain-openai langchain-anthropic]
-                            [--tools-dir DIR] [--out DIR] [--no-install] [--timeout S] [--server-flag=--FLAG=VALUE ...]
-                            [--coding-model M]
+    scripts/agents_check.sh [--clients claude-code codex agents-responses agents-chat langchain-openai
+                             langchain-anthropic aider] [--tools-dir DIR] [--out DIR] [--no-install]
+                            [--timeout S] [--python-timeout S] [--server-flag=--FLAG=VALUE ...] [--coding-model M]
 
 Claude Code's (~21k tokens of Qwen's tokenizer) and Codex's (~6k) prompts, with their replies, exceed SmolLM2's
 8k context: they go to one server on `synthetic:qwen2.5-0.5b` (or --coding-model) serving the model names they
-ask for; the Python clients go to one on `smollm2-135m` and ask for that name. Both serve scripted replies
-(`--replies agent`: a tool call each client knows, then a short answer, forced through the engine), so every
-run is a whole session with a tool call (a server without that flag: replies capped at 32 and 256 tokens). Claude Code and Codex are found in --tools-dir or on PATH, else installed there from
-the npm registry (skipped, with the reason, where npm is absent); the Python clients are installed with pip
-where missing. Then, where it can, the check re-runs itself in a network namespace with only loopback up.
-Every wait is bounded (server start, each run; --timeout and --python-timeout finite seconds above 0); the
-servers are always stopped. Exit status 0 when every client that ran exited 0 both times, got no 4xx/5xx and
-its repeated request was served cached tokens; 1 when one did not, or its server never started (a bad
---server-flag, a --coding-model that does not load); 2 for a bad flag or an --out that cannot be written.
+ask for; the Python clients go to one on `smollm2-135m` and ask for that name, aider to another (its replies,
+`--replies script:FILE`, edit README.md in aider's format: it offers no tools). The others serve scripted
+replies (`--replies agent`: a tool call each client knows, then a short answer, forced through the engine), so
+every run is a whole session with a tool call (a server without that flag: replies capped at 32 and 256
+tokens). Claude Code and Codex are found in --tools-dir or on PATH, else installed there from the npm registry
+(skipped, with the reason, where npm is absent); a Python client not importable here (aider: not on PATH) is
+installed from PyPI into a virtual environment of its own under --tools-dir, never into this interpreter. Then,
+where it can, the check re-runs itself in a network namespace with only loopback up. Each server's folder
+under --out (its log, record, the clients' home and work trees) is emptied first, only where an earlier check
+made it. Every wait is bounded (server start, each run; --timeout and --python-timeout finite seconds above
+0); the servers are always stopped. Exit status 0 when every client that ran exited 0 each time, got no
+4xx/5xx and its repeated request was served cached tokens; 1 when one did not, or its server never started (a
+bad --server-flag, a --coding-model that does not load); 2 for a bad flag, an --out that cannot be written or
+whose folders hold files no check wrote.
 """
 
 from __future__ import annotations
@@ -26,7 +32,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,27 +40,22 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from agent_installs import CODING_AGENTS, PYTHON_AGENTS, install, missing, version
 from agent_runs import (
     CODEX_MODEL,
-    CODING_AGENTS,
     NETNS_VARIABLE,
-    NPM_PACKAGES,
-    PIP_PACKAGES,
-    PYTHON_AGENTS,
     ROOT,
+    RUNS,
     Run,
     command,
-    find_tool,
     free_port,
     in_loopback_netns,
-    missing,
-    package_version,
+    not_ours,
     prepare,
     run,
     seconds,
-    version,
     writable_folder,
 )
 
@@ -68,8 +68,13 @@ CAP_FLAGS = ["--max-tokens-cap", "--max-output-tokens", "--max-reply-tokens", "-
 CAP_TOKENS = 32  # a synthetic model's replies (random weights never end one)
 PYTHON_CAP_TOKENS = 256  # SmolLM2's: room for a real answer, a bound on a reply that does not end
 READY_S = 600.0
-INSTALL_S = 900.0
 SKIPPED_VARIABLE = "KVTESTBED_AGENTS_SKIPPED"
+# aider's replies (--replies script:FILE): an edit in its default ("whole") format, a file the chat did not
+# add (aider asks, --yes-always answers), then an answer; its commit-message request gets the first line too
+AIDER_REPLIES = [
+    "README.md\n```\n# demo\n\nA small project for the capture.\n\nEdited by aider (a scripted reply).\n```\n",
+    "Done: README.md is edited. (A scripted reply.)",
+]
 VOLATILE = {"metadata", "prompt_cache_key", "client_metadata", "user", "safety_identifier"}
 ACCESS_LINE = re.compile(
     r'"(?P<method>[A-Z]+) (?P<path>[^ ?"]+)(?:\?[^ "]*)? HTTP/[0-9.]+" (?P<status>\d{3})'
@@ -130,6 +135,24 @@ def find_repeat(run1: list[dict[str, Any]], run2: list[dict[str, Any]]) -> Repea
     return None
 
 
+def turn(line: dict[str, Any]) -> str:
+    """One recorded request in a few words: cached of prompt tokens, why it missed and where, its tool calls."""
+    report = line.get("kvtestbed") or {}
+    cached, prompt = cached_and_prompt(line)
+    share = f" ({cached / prompt:.0%})" if cached is not None and prompt else ""
+    text = f"{cached if cached is not None else '?'}/{prompt if prompt is not None else '?'}{share}"
+    if (why := report.get("miss_reason")) not in (None, "hit"):
+        div = report.get("divergence") or {}
+        where = f" at token {div['token']:,} ({div.get('region')})" if div.get("token") is not None else ""
+        text += f" {why}{where}"
+    calls = (report.get("tool_calls") or {}).get("calls") or 0
+    return (
+        text
+        + (f", {calls} tool call{'s' * (calls > 1)}" if calls else "")
+        + (", aborted" * bool(report.get("aborted")))
+    )
+
+
 @dataclass
 class Outcome:
     client: str
@@ -137,8 +160,8 @@ class Outcome:
     skipped: str | None = None
     failed: str | None = None  # why it could not run where it should have (its server never started)
     runs: list[Run] = field(default_factory=list)
+    requests: list[list[dict[str, Any]]] = field(default_factory=list)  # each run's --record lines
     statuses: Counter[tuple[str, str, int]] = field(default_factory=Counter)
-    recorded: int = 0
     repeat: Repeat | None = None
 
     @property
@@ -156,14 +179,16 @@ def report(outcome: Outcome, model: str) -> str:
     if outcome.failed:
         return f"{outcome.client} on {model}: FAILED: {outcome.failed}"
     lines = [f"{outcome.client} {outcome.version} on {model}: {'ok' if outcome.ok else 'FAILED'}"]
-    for n, r in enumerate(outcome.runs, 1):
-        lines.append(f"  run {n}: exit {r.exit} after {r.seconds:.0f} s; last line: {r.last_line[:200]}")
+    for (label, folder), r, records in zip(RUNS, outcome.runs, outcome.requests, strict=False):
+        lines.append(
+            f"  {label} (in {folder}/): exit {r.exit} after {r.seconds:.0f} s; last line: {r.last_line[:200]}"
+        )
+        lines.append(f"    {len(records)} requests: {'; '.join(turn(line) for line in records) or '-'}")
     statuses = ", ".join(f"{m} {p} {s} x{c}" for (m, p, s), c in sorted(outcome.statuses.items())) or "none"
     lines.append(f"  HTTP: {statuses}")
     if outcome.repeat is None:
-        lines.append(
-            f"  repeat: none of the {outcome.recorded} recorded requests of run 2 repeats one of run 1"
-        )
+        recorded = len(outcome.requests[1]) if len(outcome.requests) > 1 else 0
+        lines.append(f"  repeat: none of the {recorded} recorded requests of A2 repeats one of A1")
     else:
         rep = outcome.repeat
         lines.append(
@@ -174,35 +199,6 @@ def report(outcome: Outcome, model: str) -> str:
 
 
 # Installing, serving, running
-
-
-def install(clients: list[str], tools_dir: Path) -> dict[str, str]:
-    """Install what is missing; client -> why it is skipped, for those that stay missing."""
-    skipped: dict[str, str] = {}
-    npm = [c for c in clients if c in CODING_AGENTS and not find_tool(c, tools_dir)]
-    if npm and not shutil.which("npm"):
-        skipped |= {c: "npm not found (Node.js and npm install Claude Code and Codex)" for c in npm}
-    elif npm:
-        packages = [NPM_PACKAGES[c] for c in npm]
-        print(f"installing {' '.join(packages)} into {tools_dir} (npm)", flush=True)
-        argv = ["npm", "install", "--no-fund", "--no-audit", "--prefix", str(tools_dir), *packages]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
-        for c in npm:
-            if not find_tool(c, tools_dir):
-                skipped[c] = (
-                    f"npm install {NPM_PACKAGES[c]} failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"
-                )
-    pip = sorted(
-        {PIP_PACKAGES[c] for c in clients if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c])}
-    )
-    if pip:
-        print(f"installing {' '.join(pip)} (pip)", flush=True)
-        argv = [sys.executable, "-m", "pip", "install", "-q", *pip]
-        subprocess.run(argv, capture_output=True, text=True, timeout=INSTALL_S)
-        for c in clients:
-            if c in PYTHON_AGENTS and not package_version(PIP_PACKAGES[c]):
-                skipped[c] = f"pip install {PIP_PACKAGES[c]} failed"
-    return skipped
 
 
 class Server:
@@ -293,17 +289,40 @@ def check_client(
         return Outcome(client, skipped=planned)
     outcome = Outcome(client, version=version(client, args.tools_dir))
     timeout = args.timeout if client in CODING_AGENTS else args.python_timeout
-    records: list[list[dict[str, Any]]] = []
-    for _ in range(2):
+    for _, folder in RUNS:
         mark = server.mark()
-        outcome.runs.append(run(*planned, cwd=base / "work", timeout=timeout))
+        outcome.runs.append(run(*planned, cwd=base / folder, timeout=timeout))
         time.sleep(1.0)  # the last access line and record are written after the response
         log, lines = server.since(mark)
         outcome.statuses += http_statuses(log)
-        records.append(lines)
-    outcome.recorded = len(records[1])
-    outcome.repeat = find_repeat(*records)
+        outcome.requests.append(lines)
+    outcome.repeat = find_repeat(*outcome.requests[:2])
     return outcome
+
+
+class Group(NamedTuple):
+    """The clients one server answers."""
+
+    model: str
+    names: list[str]  # the names it serves
+    clients: list[str]
+    client_model: str | None  # the name the clients ask for (None: each its own default)
+    folder: str  # under --out
+    tokens: int  # the reply cap, where the server has no scripted replies
+
+
+def groups(args: argparse.Namespace) -> list[Group]:
+    """Claude Code and Codex on --coding-model, the Python clients on SmolLM2, aider on a SmolLM2 server of its
+    own (its replies edit a file: aider offers no tools)."""
+    coding = [c for c in args.clients if c in CODING_AGENTS]
+    python = [c for c in args.clients if c in PYTHON_AGENTS and c != "aider"]
+    aider = [c for c in args.clients if c == "aider"]
+    folder = re.sub(r"[^A-Za-z0-9._-]+", "-", args.coding_model).strip("-")  # its own, even for a path
+    return [
+        Group(args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], coding, None, folder, CAP_TOKENS),
+        Group(PYTHON_MODEL, [PYTHON_MODEL], python, PYTHON_MODEL, PYTHON_MODEL, PYTHON_CAP_TOKENS),
+        Group(PYTHON_MODEL, [PYTHON_MODEL], aider, PYTHON_MODEL, f"{PYTHON_MODEL}-aider", PYTHON_CAP_TOKENS),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,34 +348,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-netns", action="store_true", help="do not isolate the clients' network")
     args = parser.parse_args(argv)
     writable_folder(parser, "--out", args.out)
+    for why in filter(None, (not_ours(args.out / g.folder) for g in groups(args) if g.clients)):
+        parser.error(f"--out: {why}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the servers are stopped on a kill too
     skipped = prepare_clients(args)
     if isinstance(skipped, int):  # the run in the namespace is over: its exit status
         return skipped
-    coding = [c for c in args.clients if c in CODING_AGENTS]
-    groups = [
-        (args.coding_model, CLAUDE_MODELS + [CODEX_MODEL], coding, None, CAP_TOKENS),
-        (
-            PYTHON_MODEL,
-            [PYTHON_MODEL],
-            [c for c in args.clients if c in PYTHON_AGENTS],
-            PYTHON_MODEL,
-            PYTHON_CAP_TOKENS,
-        ),
-    ]
     outcomes: list[tuple[Outcome, str]] = []
-    for model, names, clients, client_model, tokens in groups:
+    for model, names, clients, client_model, folder, tokens in groups(args):
         runnable = [c for c in clients if c not in skipped]
         outcomes += [(Outcome(c, skipped=skipped[c]), model) for c in clients if c in skipped]
         if not runnable:
             continue
-        out = args.out / re.sub(r"[^A-Za-z0-9._-]+", "-", model).strip(
-            "-"
-        )  # a folder of its own, even for a path
+        out = args.out / folder
         prepare(out)
-        cap = reply_flags(tokens)
-        print(f"replies: {' '.join(cap) if cap else f'no cap (only --default-max-tokens {tokens})'}")
-        server = Server(model, names, out, cap + args.server_flag, tokens)
+        replies = reply_flags(tokens)
+        if runnable == ["aider"] and replies == ["--replies=agent"]:  # aider offers no tools: its edit format
+            (out / "aider-replies.jsonl").write_text("".join(json.dumps(r) + "\n" for r in AIDER_REPLIES))
+            replies = [f"--replies=script:{out / 'aider-replies.jsonl'}"]
+        print(f"replies: {' '.join(replies) if replies else f'no cap (only --default-max-tokens {tokens})'}")
+        server = Server(model, names, out, replies + args.server_flag, tokens)
         try:
             print(f"server: {' '.join(server.argv[1:])}", flush=True)
             if (why := server.wait_ready()) is not None:  # a failure, not a skip: exit 1

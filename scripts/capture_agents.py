@@ -32,19 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from agent_runs import (
-    CODING_AGENTS,
-    PROMPT,
-    PYTHON_AGENTS,
-    ROOT,
-    command,
-    free_port,
-    in_loopback_netns,
-    package_version,
-    prepare,
-    run,
-    version,
-)
+from agent_installs import CODING_AGENTS, PYTHON_AGENTS, package_version, version
+from agent_runs import PROMPT, ROOT, command, free_port, in_loopback_netns, prepare, run
 from capture_server import make_app
 
 KEY = "sk-kvtestbed-capture"

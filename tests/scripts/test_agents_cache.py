@@ -68,3 +68,24 @@ def test_an_earlier_report_is_replaced_only_when_asked(tmp_path: Path, capsys: p
         main(["--out", str(tmp_path), "--no-install"])
     assert e.value.code == 2 and "pass --overwrite" in capsys.readouterr().err
     assert (tmp_path / "report.md").read_text() == "mine"
+
+
+def test_a_work_folder_holding_the_users_files_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "w" / "codex").mkdir(parents=True)
+    (tmp_path / "w" / "codex" / "keep.txt").write_text("the user's")
+    with pytest.raises(SystemExit) as e:
+        main(
+            [
+                "--clients",
+                "codex",
+                "--out",
+                str(tmp_path / "o"),
+                "--work",
+                str(tmp_path / "w"),
+                "--no-install",
+            ]
+        )
+    assert e.value.code == 2 and "--work:" in capsys.readouterr().err
+    assert (tmp_path / "w" / "codex" / "keep.txt").read_text() == "the user's"
