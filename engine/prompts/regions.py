@@ -148,20 +148,38 @@ def message_end(
     return common_prefix(prefix, full)
 
 
+Head = tuple[int, tuple[int, int] | None]  # (end of the default system prompt, the tools' characters)
+
+
+def prompt_head(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[Message],
+    tools: Sequence[dict[str, Any]] | None,
+    **template_options: Any,
+) -> Head:
+    """What a rendering holds before its first message: the default system prompt's end (0: none) and the
+    tools' characters (None: no tools). It depends on the first message and the tools only."""
+    tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
+    default_end = _default_system_end(tokenizer, messages, tools, **template_options)
+    if default_end and tools_span:  # the tools sit inside the default system prompt
+        default_end = max(default_end, tools_span[1])
+    return default_end, tools_span
+
+
 def char_spans(
     tokenizer: PreTrainedTokenizerBase,
     messages: Sequence[Message],
     tools: Sequence[dict[str, Any]] | None,
     full: str,
     ends: Sequence[int] | None = None,
+    head: Head | None = None,
     **template_options: Any,
 ) -> list[tuple[int, str, str]]:
     """(first character, label, kind) of every region of the rendered prompt `full`, in order. `ends`, each
-    message's `message_end`, may be passed where they are known already."""
-    tools_span = _tools_span(tokenizer, messages, tools, **template_options) if tools else None
-    default_end = _default_system_end(tokenizer, messages, tools, **template_options)
-    if default_end and tools_span:  # the tools sit inside the default system prompt
-        default_end = max(default_end, tools_span[1])
+    message's `message_end`, and `head` (`prompt_head`) may be passed where they are known already."""
+    default_end, tools_span = (
+        head if head is not None else prompt_head(tokenizer, messages, tools, **template_options)
+    )
     spans: list[tuple[int, str, str]] = [(0, "default system", "system")] if default_end else []
     cursor = default_end
     for i, (label, kind) in enumerate(_labels(messages)):
@@ -204,3 +222,13 @@ def token_regions(spans: Sequence[tuple[int, str, str]], offsets: Sequence[tuple
         else:
             regions.append(Region(label, kind, t, t + 1))
     return regions
+
+
+def token_span(
+    spans: Sequence[tuple[int, str, str]], offsets: Sequence[tuple[int, int]], index: int
+) -> tuple[str, str]:
+    """(label, kind) of the region of `token_regions` that token `index` lies in (past the last token: the
+    last token's), found without grouping every token."""
+    starts = [s for s, _, _ in spans]
+    _, label, kind = spans[bisect.bisect_right(starts, offsets[min(index, len(offsets) - 1)][0]) - 1]
+    return label, kind

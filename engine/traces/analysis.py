@@ -21,7 +21,7 @@ from typing import Any
 from tqdm import tqdm
 
 from engine.prompts.messages import Message
-from engine.prompts.regions import RenderedPrompt, common_prefix, marked_text
+from engine.prompts.regions import common_prefix, marked_text, token_span
 from engine.traces.blocks import BlockChain
 from engine.traces.chains import previous_requests
 from engine.traces.doctor.hint import token_hint
@@ -226,11 +226,12 @@ class Analyzer:
         }
         lcp = common_prefix(ids, before.before) if before is not None else len(ids)
         change = lcp if before is not None and lcp < len(before.before) else -1
-        rendered = RenderedPrompt(ids, prompt.text, self.renderer.regions(req, prompt, ends))
-        tokens = TokenChange(changed_in(rendered.region_at(change).kind) if change >= 0 else None)
+        spans = self.renderer.spans(req, prompt, ends)
+        changed = token_span(spans, prompt.offsets, change) if change >= 0 else ("", "")
+        tokens = TokenChange(changed_in(changed[1]) if change >= 0 else None)
         decode = self.renderer.tokenizer.decode
         cause = (
-            token_hint(before.before, ids, change, rendered.region_at(change).kind, decode, 1).cause
+            token_hint(before.before, ids, change, changed[1], decode, 1).cause
             if before is not None and change >= 0
             else ""
         )
@@ -264,10 +265,10 @@ class Analyzer:
             computed_tokens=len(ids) - cached,
             cached_share=cached / len(ids),
             first_divergence=cached,
-            divergence_region=rendered.region_at(cached).label,
+            divergence_region=token_span(spans, prompt.offsets, cached)[0],
             divergence_context=marked_text(self.renderer.tokenizer, ids, cached, 24),
             first_change=change,
-            change_region=rendered.region_at(change).label if change >= 0 else "",
+            change_region=changed[0],
             change_context=marked_text(self.renderer.tokenizer, ids, change, 16) if change >= 0 else "",
             lost_tokens=len(before.before) - change if before is not None and change >= 0 else 0,
             served=served,

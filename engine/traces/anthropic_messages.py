@@ -7,12 +7,17 @@ OpenAI form would. `thinking` blocks are dropped (a chat template renders no ear
 content blocks are kept as the request had them, in Anthropic's order (tools -> system -> messages), and
 every `cache_control` marker as a `Breakpoint` on its block; a top-level `cache_control` turns on automatic
 caching. More than 4 breakpoints are refused, as the API does. A conversation that ends with assistant
-text is a prefill (`continue_final`): the reply continues that text.
+text is a prefill (`continue_final`): the reply continues that text. The tools, the system prompt and each
+message are parsed on their own (`Parsed`), so a reader whose requests share those objects parses each once
+(`ParseMemo`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, TypeVar
 
 from engine.prompts.messages import Message, tool_call
 from engine.traces.blocks import system_block, text_block, tool_block, tool_result_block, tool_use_block
@@ -29,6 +34,17 @@ from engine.traces.request import (
 
 MAX_BREAKPOINTS = 4
 DROPPED = ("thinking", "redacted_thinking")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one part of a body (its tools, its system prompt, one message) becomes: normalized messages,
+    content blocks, and the breakpoints on them (index among its own blocks, TTL)."""
+
+    messages: tuple[Message, ...]
+    blocks: tuple[ContentBlock, ...]
+    marks: tuple[tuple[int, float], ...]
 
 
 class _Builder:
@@ -47,6 +63,16 @@ class _Builder:
             self.breakpoints.append(
                 Breakpoint(len(self.blocks) - 1, ttl_of(raw["cache_control"], f"{at}.cache_control"))
             )
+
+    def parsed(self) -> Parsed:
+        marks = tuple((p.block, p.ttl_s) for p in self.breakpoints)
+        return Parsed(tuple(self.messages), tuple(self.blocks), marks)
+
+    def extend(self, part: Parsed) -> None:
+        """Append a part parsed on its own (its breakpoints moved past the blocks before it)."""
+        self.breakpoints += [Breakpoint(len(self.blocks) + j, ttl) for j, ttl in part.marks]
+        self.blocks += part.blocks
+        self.messages += part.messages
 
     def flush_user(self) -> None:
         if self.text:
@@ -122,7 +148,8 @@ def _blocks(content: Any, where: str) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tools(raw: Any, b: _Builder) -> list[dict[str, Any]]:
+def _tools(raw: Any) -> tuple[list[dict[str, Any]], Parsed]:
+    b = _Builder()
     tools = []
     for j, t in enumerate(expect(raw or [], list, "tools")):
         at = f"tools[{j}]"
@@ -137,31 +164,66 @@ def _tools(raw: Any, b: _Builder) -> list[dict[str, Any]]:
         }
         tools.append(function_tool(t.get("name"), t.get("description"), t["input_schema"], extra, at))
         b.add(tool_block(tools[-1]), t, at)
-    return tools
+    return tools, b.parsed()
 
 
-def parse_anthropic(body: Any) -> TraceRequest:
-    expect(body, dict, "request")
+def _system(raw: Any) -> Parsed:
     b = _Builder()
-    tools = _tools(body.get("tools"), b)
+    blocks = _blocks(raw, "system")
+    for j, x in enumerate(blocks):
+        b.add(system_block(parts_text([x], f"system[{j}]")), x, f"system[{j}]")
+    b.messages.append({"role": "system", "content": parts_text(blocks, "system")})
+    return b.parsed()
+
+
+def parse_message(message: Any, i: int) -> Parsed:
+    """`messages[i]` of a body on its own: a request's messages are parsed one by one."""
+    b = _Builder()
+    role = expect(message, dict, f"messages[{i}]").get("role")
+    if role == "user":
+        b.user(message.get("content"), f"messages[{i}].content")
+    elif role == "assistant":
+        b.assistant(message.get("content"), f"messages[{i}].content")
+    elif role == "system":
+        b.system(message.get("content"), f"messages[{i}].content")
+    else:
+        raise FieldError(f"messages[{i}].role", f"expected user, assistant or system, got {role!r}")
+    return b.parsed()
+
+
+class ParseMemo:
+    """What a part of a body (its tools, its system prompt, a message) parsed to, by the identity of the
+    object parsed: a reader that hands the same objects to many requests (Claude Code's chains share their
+    history) parses each once, and its requests share the normalized messages and content blocks. The
+    objects are held, so an identity is never reused; they must not change once parsed."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, tuple[Any, Any]] = {}
+
+    def get(self, part: Any, parse: Callable[[], T]) -> T:
+        held = self.held.get(id(part))
+        if held is None or held[0] is not part:
+            held = self.held[id(part)] = (part, parse())
+        return held[1]
+
+
+def _now(part: Any, parse: Callable[[], T]) -> T:
+    return parse()
+
+
+def parse_anthropic(body: Any, memo: ParseMemo | None = None) -> TraceRequest:
+    expect(body, dict, "request")
+    once = memo.get if memo is not None else _now
+    b = _Builder()
+    tools, parsed = once(body.get("tools"), partial(_tools, body.get("tools")))
+    b.extend(parsed)
     if body.get("system") is not None:
-        blocks = _blocks(body["system"], "system")
-        for j, x in enumerate(blocks):
-            b.add(system_block(parts_text([x], f"system[{j}]")), x, f"system[{j}]")
-        b.messages.append({"role": "system", "content": parts_text(blocks, "system")})
+        b.extend(once(body["system"], partial(_system, body["system"])))
     raw = expect(body.get("messages"), list, "messages")
     if not raw:
         raise FieldError("messages", "empty: a request needs at least one message")
     for i, m in enumerate(raw):
-        role = expect(m, dict, f"messages[{i}]").get("role")
-        if role == "user":
-            b.user(m.get("content"), f"messages[{i}].content")
-        elif role == "assistant":
-            b.assistant(m.get("content"), f"messages[{i}].content")
-        elif role == "system":
-            b.system(m.get("content"), f"messages[{i}].content")
-        else:
-            raise FieldError(f"messages[{i}].role", f"expected user, assistant or system, got {role!r}")
+        b.extend(once(m, partial(parse_message, m, i)))
     auto = ttl_of(body["cache_control"], "cache_control") if body.get("cache_control") is not None else None
     if len(b.breakpoints) + (auto is not None) > MAX_BREAKPOINTS:
         raise FieldError(

@@ -81,11 +81,14 @@ def blocks_of(req: TraceRequest) -> tuple[ContentBlock, ...]:
 
 class BlockChain:
     """Per request: the chained hash through each block (rooted at the model's name: a cache is per model)
-    and the local token count through it. Counts are kept per distinct block."""
+    and the local token count through it. Counts are kept per distinct block, and each link of a chain (a
+    block after the hash through the blocks before it) is hashed once: a conversation's requests share
+    their earlier blocks."""
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         self.tokenizer = tokenizer
         self.counts: dict[str, int] = {}
+        self.links: dict[tuple[bytes, str], bytes] = {}  # (hash through the blocks before, key) -> hash
 
     def tokens(self, block: ContentBlock) -> int:
         n = self.counts.get(block.key)
@@ -98,6 +101,7 @@ class BlockChain:
         total, out = 0, []
         for block in blocks_of(req):
             total += self.tokens(block)
-            h = chain_hash(h, block.key.encode())
+            link = (h, block.key)
+            h = self.links.get(link) or self.links.setdefault(link, chain_hash(h, block.key.encode()))
             out.append((h, total))
         return tuple(out)

@@ -19,7 +19,10 @@ record that answers one of its `tool_use` blocks (the chain's own and its siblin
 message in the order they were written, and the response itself whole (every line of it, also those the
 chain does not pass). A chain that loops is refused; a response whose chain
 holds no message (its history is in no file given) is skipped and counted, and so are the records that are
-no messages (attachments, summaries, file-history snapshots, queue operations, system records).
+no messages (attachments, summaries, file-history snapshots, queue operations, system records). A request
+shares the message objects of the request it continues (`engine.traces.claude_code_chains`), and each message,
+like the supplied system prompt and tools, is parsed once (`anthropic_messages.ParseMemo`): reading costs each
+record once, not once per request that holds it.
 
 Not in a transcript: the system prompt and the tool definitions (`--system-file`, `--tools-file`); what
 Claude Code rendered of an attachment into the prompt (the agent and skill listings, an edited file, hook
@@ -37,8 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
-from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.claude_code_tree import Record, Transcripts, content_blocks
+from engine.traces.anthropic_messages import ParseMemo, parse_anthropic
+from engine.traces.claude_code_chains import ChainMessages
+from engine.traces.claude_code_tree import Record, Transcripts
 from engine.traces.fields import FieldError
 from engine.traces.records import Read, counted
 from engine.traces.request import TraceRequest
@@ -46,54 +50,6 @@ from engine.traces.supplied import Supplied
 from engine.traces.usage import anthropic_usage
 
 MESSAGE_FIELD = re.compile(r"^messages\[(\d+)\]\.content(.*)$")
-
-
-def _messages(
-    book: Transcripts, history: list[Record]
-) -> tuple[list[dict[str, Any]], list[list[tuple[Record, int]]]]:
-    """Anthropic messages of a chain: the blocks of one response merged, the results of its tool calls
-    (the chain's records and their siblings) merged into one user turn, a result given twice kept once,
-    synthetic responses left out; and for each block of each message, the record and the index in it it
-    came from (for errors)."""
-    messages: list[dict[str, Any]] = []
-    owners: list[list[tuple[Record, int]]] = []
-    calls: list[Record] = []  # the assistant records of the last response
-    answered: set[str] | None = None  # the results the last message holds, when it is their merged turn
-    for rec in history:
-        if rec.kind == "assistant" and rec.response is None:
-            continue
-        if rec.kind == "assistant" and calls and rec.response == calls[-1].response:
-            continue  # its blocks are in the message already
-        if rec.kind == "assistant":  # every line of the response, wherever the chain branched off them
-            calls, answered = book.lines[rec.session, rec.response], None
-            blocks = book.response_blocks(rec.session, rec.response)
-            messages.append({"role": "assistant", "content": [b for _, _, b in blocks]})
-            owners.append([(line, j) for line, j, _ in blocks])
-            continue
-        if rec.kind == "user" and set(rec.answers) & {i for c in calls for i in c.calls}:
-            if answered is None:
-                parts = sorted({r.uuid: r for r in [*book.results(calls), rec]}.values(), key=lambda r: r.seq)
-                messages.append({"role": "user", "content": []})
-                owners.append([])
-                answered = set()
-            else:  # the chain goes on through another result record of the same calls
-                parts = [rec]
-            for part in parts:
-                for j, block in enumerate(content_blocks(part)):
-                    if block.get("type") == "tool_result":
-                        if block.get("tool_use_id") in answered:
-                            continue
-                        answered.add(block.get("tool_use_id"))
-                    messages[-1]["content"].append(block)
-                    owners[-1].append((part, j))
-            continue
-        content = rec.message.get("content")
-        blocks = [(rec, j) for j in range(len(content))] if isinstance(content, list) else [(rec, 0)]
-        role = rec.message.get("role", rec.kind)
-        messages.append({"role": role, "content": list(content) if isinstance(content, list) else content})
-        owners.append(blocks)
-        calls, answered = [], None
-    return messages, owners
 
 
 def _ttl(usage: dict[str, Any]) -> str:
@@ -105,6 +61,7 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
     """Every request of the transcripts, once, in the order their responses appear."""
     supplied = supplied or Supplied()
     book = Transcripts(sorted(paths))
+    reader = _Reader(book, supplied)
     responses: dict[str, list[Record]] = {}
     for rec in book.order:
         if rec.response is not None:
@@ -117,7 +74,7 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
         if key in seen:
             continue
         seen.add(key)
-        req = _request(book, first, best, supplied)
+        req = reader.request(first, best)
         empty += req is None
         out += [req] if req is not None else []
     notes = counted("transcript records that are no messages", dict(book.skipped))
@@ -136,41 +93,53 @@ def read_claude_code(paths: list[Path], supplied: Supplied | None = None) -> Rea
     return Read(out, notes)
 
 
-def _request(book: Transcripts, first: Record, best: Record, supplied: Supplied) -> TraceRequest | None:
-    """The request a response answered; None when its chain holds no message to send (counted)."""
-    chain = book.history(first)
-    messages, owners = _messages(book, chain.messages)
-    if not messages:
-        return None
-    raw_usage = best.message.get("usage") or {}
-    body: dict[str, Any] = {
-        "model": first.message.get("model"),
-        "messages": messages,
-        "cache_control": {"type": "ephemeral", "ttl": _ttl(raw_usage)},
-    }
-    if supplied.system is not None:
-        body["system"] = [{"type": "text", "text": supplied.system, "cache_control": {"type": "ephemeral"}}]
-    if supplied.tools is not None:
-        body["tools"] = supplied.anthropic_tools()
-    try:
-        req = parse_anthropic(body)
-    except FieldError as e:
-        raise TraceError(_located(e, owners, first)) from None
-    try:
-        usage = anthropic_usage(raw_usage, body["model"], "message.usage") if raw_usage else None
-    except FieldError as e:
-        raise TraceError(best.where(str(e))) from None
-    parent, missing = book.parent_response(first)
-    return replace(
-        req,
-        timestamp=chain.time if chain.time is not None else first.time,
-        session=first.session,
-        request_id=first.response,
-        parent_id=parent,
-        parent_missing=missing or (chain.broken and parent is None),
-        missing=supplied.missing(holds_system=False) + (("attachments",) if chain.attachments else ()),
-        recorded=usage,
-    )
+class _Reader:
+    """What the requests of one book share: the chains built so far, the parts of bodies parsed so far, and
+    the supplied system prompt and tools, one object each (parsed once)."""
+
+    def __init__(self, book: Transcripts, supplied: Supplied) -> None:
+        self.book, self.supplied = book, supplied
+        self.chains, self.memo = ChainMessages(book), ParseMemo()
+        self.fixed: dict[str, Any] = {}
+        if supplied.system is not None:
+            system = {"type": "text", "text": supplied.system, "cache_control": {"type": "ephemeral"}}
+            self.fixed["system"] = [system]
+        if supplied.tools is not None:
+            self.fixed["tools"] = supplied.anthropic_tools()
+
+    def request(self, first: Record, best: Record) -> TraceRequest | None:
+        """The request a response answered; None when its chain holds no message to send (counted)."""
+        book = self.book
+        chain = book.history(first)
+        built = self.chains.messages(chain.messages)
+        if not built.messages:
+            return None
+        raw_usage = best.message.get("usage") or {}
+        body: dict[str, Any] = {
+            "model": first.message.get("model"),
+            "messages": built.messages,
+            "cache_control": {"type": "ephemeral", "ttl": _ttl(raw_usage)},
+        } | self.fixed
+        try:
+            req = parse_anthropic(body, self.memo)
+        except FieldError as e:
+            raise TraceError(_located(e, built.owners, first)) from None
+        try:
+            usage = anthropic_usage(raw_usage, body["model"], "message.usage") if raw_usage else None
+        except FieldError as e:
+            raise TraceError(best.where(str(e))) from None
+        parent, missing = book.parent_response(first)
+        return replace(
+            req,
+            timestamp=chain.time if chain.time is not None else first.time,
+            session=first.session,
+            request_id=first.response,
+            parent_id=parent,
+            parent_missing=missing or (chain.broken and parent is None),
+            missing=self.supplied.missing(holds_system=False)
+            + (("attachments",) if chain.attachments else ()),
+            recorded=usage,
+        )
 
 
 def _located(e: FieldError, owners: list[list[tuple[Record, int]]], first: Record) -> str:
