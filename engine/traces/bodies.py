@@ -1,11 +1,13 @@
-"""`TraceRequest` -> the request body a serving engine takes: OpenAI Chat Completions or Anthropic Messages.
+"""`TraceRequest` -> the request body a serving engine takes: OpenAI Chat Completions, OpenAI Responses or
+Anthropic Messages.
 
-Each body parses back (engine/traces/openai_chat.py, anthropic_messages.py) to the same messages and tools,
-and for Anthropic the same `cache_control` breakpoints, so a request sent to a server renders to the tokens
-the trace's request renders to. Tool-call arguments go out as JSON strings (OpenAI) or objects (Anthropic);
+Each body parses back (engine/traces/openai_chat.py, responses.py, anthropic_messages.py) to the same
+messages and tools, and for Anthropic the same `cache_control` breakpoints, so a request sent to a server
+renders to the tokens the trace's request renders to. Tool-call arguments go out as JSON strings (OpenAI) or objects (Anthropic);
 a leading system message becomes Anthropic's `system`; consecutive tool results and the user text right
 after them share one Anthropic user turn, as the parser reads them. What one API cannot express is refused
-by name: a system message after the first message, or non-JSON tool-call arguments, for Anthropic.
+by name: a system message after the first message (unless written as a `system` turn, as Claude Code sends
+them: `system_turns`), or non-JSON tool-call arguments, for Anthropic.
 `as_sent` reads a body back as the server reads it, for what the server renders.
 """
 
@@ -103,9 +105,10 @@ def normalized_positions(req: TraceRequest, where: str) -> list[int]:
     return out
 
 
-def anthropic_body(req: TraceRequest, where: str = "request") -> dict[str, Any]:
+def anthropic_body(req: TraceRequest, where: str = "request", system_turns: bool = False) -> dict[str, Any]:
     """The request as a Messages body (no model, max_tokens or sampling fields), its `cache_control`
-    breakpoints on the blocks they marked; `where` names the request in a refusal."""
+    breakpoints on the blocks they marked; `where` names the request in a refusal. `system_turns`: a system
+    message after the first is a `system` turn where it stands (else refused)."""
     body: dict[str, Any] = {}
     emitted: list[dict[str, Any]] = []  # every content block of the body, tools -> system -> messages
     if req.tools:
@@ -118,9 +121,9 @@ def anthropic_body(req: TraceRequest, where: str = "request") -> dict[str, Any]:
     turns: list[dict[str, Any]] = []
     first = 1 if "system" in body else 0
     for i, m in enumerate(messages[first:], start=first):
-        blocks = _blocks(m, i, where)
+        blocks = _blocks(m, i, where, system_turns)
         emitted += [b for b in blocks if b.get("text") != "" or b["type"] != "text"]
-        role = "assistant" if m["role"] == "assistant" else "user"
+        role = m["role"] if m["role"] in ("assistant", "system") else "user"
         # a tool result opens or joins a user turn of results; user text joins the results before it
         joins = (
             turns
@@ -150,10 +153,10 @@ def _tool(tool: dict[str, Any]) -> dict[str, Any]:
     return out | fn
 
 
-def _blocks(m: Message, i: int, where: str) -> list[dict[str, Any]]:
+def _blocks(m: Message, i: int, where: str, system_turns: bool) -> list[dict[str, Any]]:
     """The content blocks of normalized message `i`."""
     role = m["role"]
-    if role == "system":
+    if role == "system" and not system_turns:
         raise TraceError(
             f"{where}: message {i} is a system message after the first message; Anthropic's API takes "
             "one system prompt, before the messages: replay this trace with --api openai"
@@ -170,6 +173,40 @@ def _blocks(m: Message, i: int, where: str) -> list[dict[str, Any]]:
             )
         blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": arguments})
     return blocks or [{"type": "text", "text": ""}]
+
+
+def responses_body(req: TraceRequest) -> dict[str, Any]:
+    """The request as a Responses body (no model or sampling fields): a leading system message as
+    `instructions`, the others as `input` items (messages, `function_call` after its message's text,
+    `function_call_output`), the function tools, OpenAI's cache key and retention."""
+    messages = with_call_ids(req.messages)
+    body: dict[str, Any] = {}
+    if messages[0]["role"] == "system":
+        body["instructions"], messages = messages[0]["content"], messages[1:]
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        if m["role"] == "tool":
+            items.append(
+                {"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]}
+            )
+            continue
+        if m["content"] or not m.get("tool_calls"):
+            items.append({"type": "message", "role": m["role"], "content": m["content"]})
+        for c in m.get("tool_calls") or []:
+            fn = c["function"]
+            items.append(
+                {"type": "function_call", "call_id": c["id"], "name": fn["name"], "arguments": _json(fn)}
+            )
+    body["input"] = items
+    if req.tools:
+        body["tools"] = [{"type": "function", **t["function"]} for t in req.tools]
+    return body | cache_fields(req)
+
+
+def cache_fields(req: TraceRequest) -> dict[str, str]:
+    """OpenAI's `prompt_cache_key` and `prompt_cache_retention`, where the request set them."""
+    fields = {"prompt_cache_key": req.cache_key, "prompt_cache_retention": req.cache_retention}
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def request_body(req: TraceRequest, api: str, where: str = "request") -> dict[str, Any]:

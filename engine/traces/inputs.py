@@ -118,7 +118,8 @@ def load_inputs(
     claude = [(p, name not in given) for p, name, k in files if k == "claude-code"]
     while claude:  # read together; a folder's file that cannot be read is left out and the rest read again
         try:
-            _keep(out, "Claude Code transcripts", read_claude_code([p for p, _ in claude], supplied))
+            read = read_claude_code([p for p, _ in claude], supplied)
+            _keep(out, "Claude Code transcripts", read, "claude-code")
             break
         except TraceError as e:
             bad = next((c for c in claude if c[1] and str(e).startswith(str(c[0]))), None)
@@ -133,7 +134,7 @@ def load_inputs(
             out.hash_traces += [(path, read)] if read is not None else []
         elif kind in REQUEST_FILES and kind != "claude-code":
             read = _skipping(out, path, in_folder, read_file, path, kind, supplied)
-            _keep(out, str(path), read or Read([]))
+            _keep(out, str(path), read or Read([]), kind)
         elif kind == "body":
             out.requests += _skipping(out, path, in_folder, load_trace, path, fmt, name) or []
     out.requests = [
@@ -168,6 +169,6 @@ def short_session(name: str) -> str:
     return f"{name[:48]}...sha256:{digest}"
 
 
-def _keep(out: Inputs, source: str, read: Read) -> None:
-    out.requests += read.requests
+def _keep(out: Inputs, source: str, read: Read, kind: str) -> None:
+    out.requests += [replace(r, source_format=kind) for r in read.requests]
     out.notes += [f"{source}: {note}" for note in read.notes]

@@ -80,7 +80,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
     if kind == "mooncake":
         raise TraceError(f"{path} is a hash-id trace (no text): it is analyzed with --analyze, as hash ids")
     if kind is not None:
-        return read_file(path, kind).requests
+        return [replace(r, source_format=kind) for r in read_file(path, kind).requests]
     requests, found, first = [], fmt, 0  # `first`: the undeclared request that decided the format
     served = True  # every line engine.serve's own --record line
     for i, entry in enumerate(read_entries(path, text)):
@@ -111,6 +111,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                 recorded=recorded,
                 reply_cut=reply_cut(envelope),
                 cache_salt=cache_salt(envelope, req.model),
+                source_format=kind,
             )
         )
     if served:  # engine.serve writes a line as its request finishes: concurrent requests of one session

@@ -61,6 +61,7 @@ class TraceRequest:
     reply_cut: bool = False  # its reply was cut at the token limit (recorded): no end-of-turn token generated
     cache_salt: str = ""  # the cache namespace a server kept it in (engine.serve: the served model name)
     unanswered: tuple[str, ...] = ()  # ids of tool calls its history holds without their results
+    source_format: str = ""  # the trace format it was read from (engine.traces.formats.FORMATS)
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

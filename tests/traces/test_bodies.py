@@ -8,9 +8,18 @@ import pytest
 from engine.errors import TraceError
 from engine.prompts.chat import render_text
 from engine.traces.anthropic_messages import parse_anthropic
-from engine.traces.bodies import ANTHROPIC, OPENAI, as_sent, normalized_positions, request_body
+from engine.traces.bodies import (
+    ANTHROPIC,
+    OPENAI,
+    anthropic_body,
+    as_sent,
+    normalized_positions,
+    request_body,
+    responses_body,
+)
 from engine.traces.inputs import load_inputs
 from engine.traces.request import TraceRequest
+from engine.traces.responses import parse_responses
 from engine.traces.shipped import EXAMPLES
 
 
@@ -77,3 +86,25 @@ def test_what_anthropic_cannot_express_is_refused_by_name() -> None:
     with pytest.raises(TraceError, match="not a JSON object"):
         request_body(raw, ANTHROPIC)
     assert request_body(raw, OPENAI)["messages"][1]["tool_calls"][0]["function"]["arguments"] == "not json"
+
+
+@pytest.mark.parametrize("fmt", [f for f in EXAMPLES if f != "mooncake"])
+def test_a_responses_body_parses_back_to_its_request(tokenizer, fmt: str) -> None:
+    for req in load_inputs([f"example:{fmt}"]).requests:
+        back = parse_responses(responses_body(req))
+        assert render_text(tokenizer, back.messages, back.tools) == render_text(
+            tokenizer, req.messages, req.tools
+        )
+        assert (back.cache_key, back.cache_retention) == (req.cache_key, req.cache_retention)
+
+
+def test_a_later_system_message_is_an_anthropic_system_turn_where_asked() -> None:
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "The time is 09:00."},
+    ]
+    req = TraceRequest(messages)
+    with pytest.raises(TraceError, match="system message after the first message"):
+        request_body(req, ANTHROPIC)
+    assert parse_anthropic(anthropic_body(req, system_turns=True)).messages == messages

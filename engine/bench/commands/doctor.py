@@ -13,7 +13,7 @@ from engine.bench.reporting.results import run_environment
 from engine.bench.reporting.run_folder import check_out, model_slug, named_run_dir, written
 from engine.errors import InvalidArgumentError, TraceError
 from engine.runtime.identity import identity
-from engine.traces.doctor.writing import write_chat_trace
+from engine.traces.doctor.writing import unwritable, write_trace
 from engine.traces.providers.registry import LOCAL
 
 
@@ -27,6 +27,9 @@ def main(args: argparse.Namespace) -> int:
     requests = [r for r in inputs.requests if r.messages]
     if not requests:
         raise TraceError("these traces hold no requests with content: " + ("; ".join(inputs.notes) or "none"))
+    why = unwritable(requests, args.traces) if args.apply is not None else None
+    if why is not None:
+        raise InvalidArgumentError(f"--apply: {why}")
     if args.measure and len({r.session for r in requests}) > 1:
         raise TraceError("--measure replays one session through the model: give the doctor one session")
     rules = [LOCAL, *dict.fromkeys(p for p in args.provider if p != LOCAL)]
@@ -44,8 +47,7 @@ def main(args: argparse.Namespace) -> int:
     env = run_environment(info, "doctor", args)
     write_doctor_results(out, f"Doctor: {name}", env, d, rules, requests)
     if args.apply is not None:
-        final = d.combined or (d.fixes[0] if d.fixes else d.original)
-        write_chat_trace(args.apply, final.requests)
-        print(f"rewritten trace ({final.name}): {args.apply}")
+        write_trace(args.apply, d.applied, args.traces)
+        print(f"rewritten trace: {args.apply}")
     print(table(cause_rows(d, rules), CAUSE_COLUMNS))
     return written(out)

@@ -10,7 +10,9 @@ else unknown. Each cause with a rewrite is rewritten away (every line of every r
 the original, each rewrite and all of them together are analyzed without a model for the local engine and
 each --provider rule (cached share, computed tokens, input cost); --measure replays the original and each
 rewrite through the model, paired in one run (TTFT per request, median [min-max] over --repeats passes).
---apply OUT writes the trace with every rewrite applied.
+Causes a request cannot be rewritten to avoid get what providers allow (a TTL: the longer retention, a
+keep-alive) or, for a model or system swap, what they cost measured. --apply OUT writes the trace with each
+cause's rewrite applied, in the format it was read from.
 """
 
 from __future__ import annotations
@@ -41,6 +43,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--measure", action="store_true", help="also replay through the model: TTFT, paired")
     p.add_argument(
-        "--apply", type=Path, default=None, metavar="OUT", help="write the rewritten trace (JSONL)"
+        "--apply", type=Path, default=None, metavar="OUT", help="write the rewritten trace in its own format"
     )
     add_bench_args(p)

@@ -15,7 +15,8 @@ from engine.traces.analysis import RECORDED, AnalyzedRequest, replies
 from engine.traces.doctor.causes import TOOLS_AFTER
 from engine.traces.doctor.diagnosis import CACHE_SIDE, Finding, findings, request_spans
 from engine.traces.doctor.information import Kept, kept
-from engine.traces.doctor.prescriptions import Prescription, prescription, rewrite
+from engine.traces.doctor.prescriptions import Prescription, no_rewrite, prescriptions, rewrite
+from engine.traces.doctor.retention import is_copy
 from engine.traces.providers import recorded
 from engine.traces.request import TraceRequest
 
@@ -34,6 +35,8 @@ class Arm:
     prescription: Prescription | None = None
     kept: Kept | None = None
     ttft: dict[str, Any] = field(default_factory=dict)  # summarize_turns' row, with --measure
+    note: str = ""  # the rewrite's line for the report
+    copies: list[AnalyzedRequest] = field(default_factory=list)  # keep-alive copies, paid but no request
 
     def rule(self, name: str) -> dict[str, Any]:
         return next(r for r in self.rules if r["rule"] == name)
@@ -41,7 +44,7 @@ class Arm:
     def computed(self, rule: str) -> int:
         """Prompt tokens the rule computed (not read from its cache), over the trace."""
         total = 0
-        for r in self.records:
+        for r in [*self.records, *self.copies]:
             s = r.served.get(rule)
             if s is not None:
                 total += (s.prompt_tokens or r.prompt_tokens) - s.cached_tokens
@@ -52,9 +55,11 @@ class Arm:
 class Diagnosis:
     original: Arm
     spans: list[PlacedSpan]
-    fixes: list[Arm]  # one per finding with a rewrite, the biggest gain first
-    unfixed: list[tuple[Finding, Prescription]]
-    combined: Arm | None
+    fixes: list[Arm]  # one per rewrite of each finding, the biggest gain first
+    costs: list[Arm]  # what a cause that is not rewritten costs (the trace without it), per finding
+    unfixed: list[tuple[Finding, str]]  # findings without a prescription, and why
+    combined: Arm | None  # every finding's first rewrite together, where there are several
+    applied: list[TraceRequest]  # the trace with every finding's first rewrite: what --apply writes
 
 
 def cache_misses(records: Sequence[AnalyzedRequest], units: dict[str, int]) -> dict[int, str]:
@@ -76,8 +81,16 @@ def cache_misses(records: Sequence[AnalyzedRequest], units: dict[str, int]) -> d
 
 
 def measure(setup: AnalysisSetup, name: str, requests: list[TraceRequest]) -> Arm:
+    """An arm's analysis; keep-alive copies are paid (input cost, computed tokens) but no request of the
+    trace (cached shares and per-request records are the trace's own requests')."""
     records = setup.analyzer().run(requests)
-    return Arm(name, requests, records, rule_summary(records, setup.rules))
+    own = [r for r, q in zip(records, requests, strict=True) if not is_copy(q)]
+    rules = rule_summary(own, setup.rules)
+    if len(own) < len(records):
+        for row, whole in zip(rules, rule_summary(records, setup.rules), strict=True):
+            row["input_cost"], row["written_tokens"] = whole["input_cost"], whole["written_tokens"]
+    copies = [r for r, q in zip(records, requests, strict=True) if is_copy(q)]
+    return Arm(name, [q for q in requests if not is_copy(q)], own, rules, copies=copies)
 
 
 def diagnose(setup: AnalysisSetup, requests: list[TraceRequest]) -> Diagnosis:
@@ -86,22 +99,26 @@ def diagnose(setup: AnalysisSetup, requests: list[TraceRequest]) -> Diagnosis:
     placed = place(spans, requests, setup.renderer())
     extra = [p.span for p in placed if p.span.cause == TOOLS_AFTER]
     found = findings([p.span for p in placed])
-    fixes, unfixed = [], []
-    current = requests
+    fixes, costs, unfixed = [], [], []
+    current, steps, replaced = requests, 0, {}
     for f in found:
-        rx = prescription(f.cause, f.region)
-        done = rewrite(requests, f.cause, f.region, extra)
-        if done is None:
-            unfixed.append((f, rx))
-            continue
-        arm = measure(setup, f"{f.cause} ({f.region})", done.requests)
-        arm.finding, arm.prescription, arm.kept = f, rx, done.kept
-        fixes.append(arm)
-        step = rewrite(current, f.cause, f.region, extra if f.cause == TOOLS_AFTER else ())
-        current = step.requests if step is not None else current
+        options = prescriptions(f.cause, f.region)
+        if not options:
+            unfixed.append((f, no_rewrite(f.cause, f.region)))
+        for rx in options:
+            done = rewrite(requests, f.cause, f.region, extra, rx.rewrite)
+            name = f"{f.cause} ({f.region})" + (f": {rx.rewrite}" if len(options) > 1 else "")
+            arm = measure(setup, name, done.requests)
+            arm.finding, arm.prescription, arm.kept, arm.note = f, rx, done.kept, done.note
+            (fixes if rx.applied else costs).append(arm)
+        if options and options[0].applied:
+            own = extra if f.cause == TOOLS_AFTER else ()
+            step = rewrite(current, f.cause, f.region, own, options[0].rewrite)
+            current, steps = step.requests, steps + 1
+            replaced |= step.replaced
     fixes.sort(key=lambda a: a.computed("local"))
     combined = None
-    if len(fixes) > 1:
+    if steps > 1:
         combined = measure(setup, ALL, current)
-        combined.kept = kept(requests, current)
-    return Diagnosis(original, placed, fixes, unfixed, combined)
+        combined.kept = kept(requests, current, replaced)
+    return Diagnosis(original, placed, fixes, costs, unfixed, combined, current)

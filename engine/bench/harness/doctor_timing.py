@@ -22,7 +22,7 @@ def _conversation(name: str, requests: list[TraceRequest]) -> Conversation:
 
 def time_arms(args: argparse.Namespace, d: Diagnosis) -> None:
     """Each arm's `ttft`: its summary row against the original (`summarize_turns`)."""
-    arms = [d.original, *d.fixes, *([d.combined] if d.combined else [])]
+    arms = [d.original, *d.fixes, *d.costs, *([d.combined] if d.combined else [])]
     engine = open_engine(args)
     replayer = Replayer(engine, args.repeats, cold=False)
     turns = len(d.original.requests)

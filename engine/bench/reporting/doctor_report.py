@@ -53,7 +53,7 @@ def _share(arm: Arm, rule: str) -> float | None:
 def cause_rows(d: Diagnosis, rules: Sequence[str]) -> list[dict[str, Any]]:
     """One row per cause: the local engine's figures unprefixed, each hosted rule's prefixed by its name."""
     rows = []
-    for arm in [*d.fixes, *([d.combined] if d.combined else [])]:
+    for arm in [*d.fixes, *d.costs, *([d.combined] if d.combined else [])]:
         f = arm.finding
         row: dict[str, Any] = {
             "cause": f.cause if f else arm.name,
@@ -79,14 +79,14 @@ def cause_rows(d: Diagnosis, rules: Sequence[str]) -> list[dict[str, Any]]:
         if arm.ttft:
             row |= {k: arm.ttft.get(k) for k in ("ttft_ratio", "ttft_ratio_min", "ttft_ratio_max", "p")}
         rows.append(row)
-    for f, rx in d.unfixed:
+    for f, why in d.unfixed:
         rows.append(
             {
                 "cause": f.cause,
                 "region": f.region,
                 "requests": len(f.requests),
                 "rewrite": "",
-                "cannot_keep": rx.cannot_keep,
+                "cannot_keep": why,
             }
         )
     return rows
@@ -147,7 +147,7 @@ def write_doctor_results(
     write_json(out / "doctor.json", {"environment": env, "causes": causes, "spans": spans})
     plot_shares(d, out / "cached_share.png", f"Local cached share per request: {title}")
     lines = [f"# {title}", "", *provenance(env), ""]
-    if not d.fixes and not d.unfixed:
+    if not d.fixes and not d.costs and not d.unfixed:
         lines += ["No request broke its prefix: every request extends the one it continues.", ""]
     for n, arm in enumerate(d.fixes, 1):
         f, rx = arm.finding, arm.prescription
@@ -158,7 +158,22 @@ def write_doctor_results(
             + "; ".join(_gain(d, arm, r) for r in rules)
             + _ttft(arm),
             f"- information: {arm.kept.missing} lines lost, {arm.kept.added} added"
+            + (f", {arm.kept.named} named below" if arm.kept.named else "")
             + (f"; cannot keep: {rx.cannot_keep}" if rx.cannot_keep else ""),
+            *([f"- {arm.note}"] if arm.note else []),
+            "- evidence:",
+            *evidence(d, f, requests),
+            "",
+        ]
+    for arm in d.costs:
+        f, rx = arm.finding, arm.prescription
+        lines += [
+            f"## {f.cause} in the {f.region}: {len(f.requests)} requests, not rewritten",
+            "",
+            f"- {rx.cannot_keep}",
+            "- what it costs (the trace without it): "
+            + "; ".join(_gain(d, arm, r) for r in rules)
+            + _ttft(arm),
             "- evidence:",
             *evidence(d, f, requests),
             "",
@@ -170,11 +185,11 @@ def write_doctor_results(
             "- " + "; ".join(_gain(d, d.combined, r) for r in rules) + _ttft(d.combined),
             "",
         ]
-    for f, rx in d.unfixed:
+    for f, why in d.unfixed:
         lines += [
             f"## {f.cause} in the {f.region}: {len(f.requests)} requests",
             "",
-            f"- {rx.cannot_keep}",
+            f"- {why}",
             "- evidence:",
             *evidence(d, f, requests),
             "",
@@ -192,7 +207,7 @@ def write_doctor_results(
 
 def plot_shares(d: Diagnosis, path: Path, title: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for arm in [d.original, *d.fixes, *([d.combined] if d.combined else [])]:
+    for arm in [d.original, *d.fixes, *d.costs, *([d.combined] if d.combined else [])]:
         shares = [r.cached_share for r in arm.records]
         style = {"color": "black", "lw": 2} if arm is d.original else {"lw": 1.2}
         ax.plot(range(1, len(shares) + 1), shares, marker=".", label=arm.name, **style)

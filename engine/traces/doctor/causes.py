@@ -80,7 +80,7 @@ def _leading(req: TraceRequest) -> tuple[list[Message], list[Message]]:
     return req.messages[:lead], req.messages[lead:]
 
 
-def _tool_name(tool: dict[str, Any]) -> str:
+def tool_name(tool: dict[str, Any]) -> str:
     return str(tool.get("function", tool).get("name", "?"))
 
 
@@ -127,11 +127,11 @@ def pair_spans(
 def _tools(pair: _Pair, before: list[dict], after: list[dict]) -> list[Span]:
     if before == after:
         return []
-    names_b, names_a = [_tool_name(t) for t in before], [_tool_name(t) for t in after]
+    names_b, names_a = [tool_name(t) for t in before], [tool_name(t) for t in after]
     if sorted(map(_canonical, before)) == sorted(map(_canonical, after)):
         return [pair.span("tools", REORDERED, "\n".join(names_b), "\n".join(names_a))]
-    by_name_b = {_tool_name(t): _canonical(t) for t in before}
-    by_name_a = {_tool_name(t): _canonical(t) for t in after}
+    by_name_b = {tool_name(t): _canonical(t) for t in before}
+    by_name_a = {tool_name(t): _canonical(t) for t in after}
     out = []
     for name in dict.fromkeys([*names_b, *names_a]):
         b, a = by_name_b.get(name, ""), by_name_a.get(name, "")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.prompts.regions import common_prefix
-from engine.traces.doctor.volatile import REORDERED, UNKNOWN, text_kind, widen
+from engine.traces.doctor.volatile import ID, REORDERED, UNKNOWN, text_kind, widen
 
 WINDOW = 24  # tokens decoded either side of the break
 RESYNC, SYNC = 64, 8  # how far past the break the sequences are re-aligned, and on how many tokens
@@ -24,6 +24,7 @@ FIXES = {
     "tools": "keep the tool definitions and their order the same on every request",
     "history": "send the earlier messages exactly as they were sent (append-only history)",
 }
+KIND_FIXES = {REORDERED: "pin the order of the list", ID: "send one nonce per session, not one per request"}
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,6 @@ def token_hint(
     word_b, word_a = _word(text_b, d), _word(text_a, d)
     kind = text_kind(word_b, word_a) if word_b.strip() or word_a.strip() else UNKNOWN
     group = region if region in FIXES else "history"
-    fix = "pin the order of the list" if kind == REORDERED else FIXES[group]
+    fix = KIND_FIXES.get(kind, FIXES[group]) if group == "system" or kind == REORDERED else FIXES[group]
     served = min(change + _resync(before, prompt, change), len(prompt) - 1)
     return Hint(kind, word_b, word_a, fix, served // block_size * block_size)

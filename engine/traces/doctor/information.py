@@ -3,7 +3,8 @@ lines (every message's text and tool calls, each tool definition as one line), c
 
 Set aside as structure, not information: `<think>` tags (the reasoning inside them is lines of its own),
 blank lines, the whitespace around a line, and a leading role
-label (`USER:`, `ASSISTANT:`, `TOOL:`, `SYSTEM:`) that a rewrite turns into the message's role.
+label (`USER:`, `ASSISTANT:`, `TOOL:`, `SYSTEM:`) that a rewrite turns into the message's role. A line whose
+value a rewrite replaced and the report names (a per-request nonce made per-session) is `named`, not lost.
 """
 
 from __future__ import annotations
@@ -40,16 +41,34 @@ class Kept:
     missing: int
     added: int
     example_missing: str = ""
+    named: int = 0  # lines whose replaced value the report names
 
 
-def kept(originals: list[TraceRequest], rewritten: list[TraceRequest]) -> Kept:
-    missing = added = 0
+def _renamed(found: Counter[str], swaps: list[tuple[str, str]]) -> int:
+    """Each line holding a replaced value, as the rewrite writes it; how many lines that renamed."""
+    n = 0
+    for value, replacement in swaps:
+        for line in [x for x in found if value in x and value != replacement]:
+            count = found.pop(line)
+            found[line.replace(value, replacement, 1)] += count
+            n += count
+    return n
+
+
+def kept(
+    originals: list[TraceRequest],
+    rewritten: list[TraceRequest],
+    replaced: dict[int, list[tuple[str, str]]] | None = None,
+) -> Kept:
+    """`replaced`: request -> (value, replacement) a rewrite swapped and the report names."""
+    missing = added = named = 0
     example = ""
-    for a, b in zip(originals, rewritten, strict=True):
+    for i, (a, b) in enumerate(zip(originals, rewritten, strict=True)):
         la, lb = lines(a), lines(b)
+        named += _renamed(la, (replaced or {}).get(i, []))
         gone = la - lb
         missing += gone.total()
         added += (lb - la).total()
         if gone and not example:
             example = next(iter(gone))
-    return Kept(missing, added, example)
+    return Kept(missing, added, example, named)

@@ -6,7 +6,9 @@
   conversation goes on: the history only grows, as `bench layout`'s stable-first layout keeps it;
 - `pin_order`: reordered tools, or reordered runs of lines, in the order the trace first used;
 - `tools_first`: the system text as a system message after an empty first one, so a template that writes
-  the tools into its first system turn renders them ahead of the system text.
+  the tools into its first system turn renders them ahead of the system text;
+- `changed_tools_last`: the tools whose definition changes in the trace after those that never change, so
+  the prefix through the stable ones is kept (the definitions themselves as each request sent them).
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dataclasses import replace
 
 from engine.prompts.messages import Message
 from engine.traces.analysis import replies
-from engine.traces.blocks import canonical, derived_blocks
-from engine.traces.doctor.causes import Span, message_text
+from engine.traces.blocks import blocks_of, canonical, derived_blocks
+from engine.traces.doctor.causes import Span, message_text, tool_name
 from engine.traces.doctor.diagnosis import compared_requests
 from engine.traces.request import Breakpoint, TraceRequest
 
@@ -33,7 +35,7 @@ def with_messages(req: TraceRequest, messages: list[Message], tools: list | None
     if not req.breakpoints:
         return new
     ttl = min(b.ttl_s for b in req.breakpoints)
-    stable = len(tools or []) + len(_system(messages)) - 1
+    stable = len(tools or []) + len(leading_system(messages)) - 1
     marks = sorted({i for i in (stable, len(derived_blocks(new)) - 1) if i >= 0})
     return replace(new, breakpoints=tuple(Breakpoint(i, ttl) for i in marks))
 
@@ -42,7 +44,7 @@ def _anchors(spans: Sequence[Span], requests: Sequence[TraceRequest]) -> set[tup
     """(line start, line end) around each system span: the stable text its line is recognised by."""
     out = set()
     for s in spans:
-        text = "\n".join(message_text(m) for m in _system(requests[s.request].messages))
+        text = "\n".join(message_text(m) for m in leading_system(requests[s.request].messages))
         start = text.rfind("\n", 0, s.char) + 1
         stop = text.find("\n", s.char + len(s.after))
         head, tail = text[start : s.char], text[s.char + len(s.after) : stop if stop >= 0 else len(text)]
@@ -51,7 +53,7 @@ def _anchors(spans: Sequence[Span], requests: Sequence[TraceRequest]) -> set[tup
     return out
 
 
-def _system(messages: Sequence[Message]) -> list[Message]:
+def leading_system(messages: Sequence[Message]) -> list[Message]:
     return list(messages[: next((i for i, m in enumerate(messages) if m["role"] != "system"), len(messages))])
 
 
@@ -67,7 +69,7 @@ def move_volatile(requests: Sequence[TraceRequest], spans: Sequence[Span]) -> li
     notes: dict[tuple[str, int, str], str] = {}  # (session, index, message) -> the note it carries
     out = []
     for i, req in enumerate(requests):
-        lead = len(_system(req.messages))
+        lead = len(leading_system(req.messages))
         moved: list[str] = []
         messages: list[Message] = []
         for m in req.messages[:lead]:
@@ -132,7 +134,21 @@ def tools_first(requests: Sequence[TraceRequest], spans: Sequence[Span]) -> list
     for req in requests:
         if req.tools and req.messages and req.messages[0]["role"] == "system":
             # a rendering change: the content blocks providers hash (tools first already) stay as they were
-            out.append(replace(req, messages=[{"role": "system", "content": ""}, *req.messages]))
+            messages = [{"role": "system", "content": ""}, *req.messages]
+            out.append(replace(req, messages=messages, blocks=blocks_of(req)))
         else:
             out.append(req)
+    return out
+
+
+def changed_tools_last(requests: Sequence[TraceRequest], spans: Sequence[Span]) -> list[TraceRequest]:
+    """Every tool whose definition changes somewhere in the trace after those that never change."""
+    changed = {s.region.removeprefix("tool ") for s in spans if s.region.startswith("tool ")}
+    out = []
+    for req in requests:
+        tools = req.tools or []
+        order = [t for t in tools if tool_name(t) not in changed] + [
+            t for t in tools if tool_name(t) in changed
+        ]
+        out.append(with_messages(req, list(req.messages), order) if order != tools else req)
     return out

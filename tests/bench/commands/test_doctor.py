@@ -94,7 +94,14 @@ def test_claude_code_in_two_directories_names_the_memory_path_and_the_tool_order
 
 
 def test_a_clock_line_in_a_tau_bench_like_prompt_is_named(model, tmp_path) -> None:
-    tau = "# Airline Agent Policy\nThe current time is 2024-05-15 15:0{}:00 EST.\nAs an airline agent, you can help users."
+    """tau-bench's retail agent: its policy, with the current time, as each task's system prompt."""
+    tau = (
+        "# Retail agent policy\nAs a retail agent, you can help users cancel or modify pending orders, return "
+        "or exchange delivered orders, modify their default user address, or provide information about "
+        "their own profile, orders, and related products.\nThe current time is 2024-05-15 15:0{}:00 EST.\n"
+        "You should not make up any information or knowledge or procedures not provided by the user or the "
+        "tools, or give subjective recommendations or comments."
+    )
     bodies = [
         {"messages": [{"role": "system", "content": tau.format(i)}, {"role": "user", "content": f"turn {i}"}]}
         for i in range(3)
@@ -108,11 +115,11 @@ def test_a_clock_line_in_a_tau_bench_like_prompt_is_named(model, tmp_path) -> No
 
 
 def test_measure_pairs_each_fix_with_the_original(model, tmp_path) -> None:
-    from engine.traces.doctor.writing import write_chat_trace
+    from engine.traces.doctor.writing import write_trace
     from tests.traces.doctor.small_traces import clock_trace
 
     trace = tmp_path / "clock.jsonl"
-    write_chat_trace(trace, clock_trace())
+    write_trace(trace, clock_trace(), [])
     rows = doctor(trace, model, tmp_path / "out", "--provider", "local", "--measure", "--repeats", "2")
     clock = rows[0]
     assert clock["cause"] == "clock"

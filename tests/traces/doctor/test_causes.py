@@ -11,7 +11,7 @@ from engine.traces.blocks import derived_blocks
 from engine.traces.doctor.causes import RERENDERED, SWAP, TOOL_CHANGED, TRUNCATED, TTL
 from engine.traces.doctor.diagnosis import compared_requests, findings, request_spans
 from engine.traces.doctor.information import kept
-from engine.traces.doctor.prescriptions import rewrite
+from engine.traces.doctor.prescriptions import prescriptions, rewrite
 from engine.traces.doctor.volatile import CLOCK, COUNTER, ID, PATH, REORDERED
 from engine.traces.request import Breakpoint
 from tests.traces.doctor import small_traces as st
@@ -55,14 +55,44 @@ def test_each_rewrite_leaves_no_break_and_keeps_every_line(make, cause, region) 
     requests = make()
     done = rewrite(requests, cause, region)
     assert done is not None and done.kept.missing == 0
-    assert kept(requests, done.requests).missing == 0
+    assert kept(requests, done.requests, done.replaced).missing == 0
     assert diagnosed(done.requests) == []
 
 
-@pytest.mark.parametrize("make", [st.model_swap_trace, st.tool_change_trace])
-def test_a_swap_or_a_new_tool_is_not_rewritten(make) -> None:
-    f = diagnosed(make())[0]
-    assert rewrite(make(), f.cause, f.region) is None
+def test_a_swap_is_not_rewritten_but_its_cost_is_the_trace_without_it() -> None:
+    (rx,) = prescriptions(SWAP, "model")
+    assert rx.rewrite == "without_swap" and not rx.applied
+    assert [r.model for r in rewrite(st.model_swap_trace(), SWAP, "model").requests] == ["model-a"] * 2
+    other = "Completely other instructions, for another agent that sells insurance policies."
+    swapped = st.trace([st.RULES, other, other])
+    assert [(f.cause, f.region) for f in diagnosed(swapped)] == [(SWAP, "system")]
+    done = rewrite(swapped, SWAP, "system")
+    assert [r.messages[0]["content"] for r in done.requests] == [
+        st.RULES
+    ] * 3  # the swap's later requests too
+    assert diagnosed(done.requests) == [] and done.kept.missing == 2
+
+
+def test_a_changed_tool_goes_after_the_tools_that_never_change() -> None:
+    requests = st.tool_change_trace()
+    done = rewrite(requests, TOOL_CHANGED, "tools")
+    names = [[t["function"]["name"] for t in r.tools] for r in done.requests]
+    assert names == [["get_order", "issue_refund", "track_parcel"]] * 2
+    assert done.requests[1].tools[2]["function"]["description"] == "track it"  # as the request sent it
+    assert done.kept.missing == 0
+    assert "pinning the first definition" in prescriptions(TOOL_CHANGED, "tools")[0].cannot_keep
+
+
+def test_a_per_request_nonce_becomes_its_sessions_first_and_the_report_names_the_originals() -> None:
+    requests = st.nonce_trace()
+    requests[2:] = [replace(requests[2], session="other")]
+    done = rewrite(requests, ID, "system")
+    systems = [r.messages[0]["content"].split("\n")[0] for r in done.requests]
+    assert systems == ["x-billing-header: cch=a3f9c2e1;", "x-billing-header: cch=a3f9c2e1;"] + [
+        "x-billing-header: cch=c81e9a07;"  # the other session's first request keeps its own
+    ]
+    assert done.note == "original nonces per request: 1 `cch=a3f9c2e1;`, 2 `cch=7b0d44fe;`, 3 `cch=c81e9a07;`"
+    assert (done.kept.missing, done.kept.named) == (0, 1)
 
 
 def test_a_volatile_line_moves_into_the_newest_turn_and_stays_there() -> None:
@@ -79,7 +109,23 @@ def test_an_unchanged_request_a_cache_missed_is_its_ttl() -> None:
     assert diagnosed(requests) == []
     spans = request_spans(requests, replies(requests), {1: "anthropic: ttl_expired (1024 tokens)"})
     assert [(s.request, s.cause, s.region) for s in spans] == [(1, TTL, "cache")]
-    assert rewrite(requests, TTL, "cache") is None
+
+
+def test_a_ttl_gets_the_longer_retention_or_keep_alive_copies_and_the_gaps_are_said() -> None:
+    requests = [
+        replace(r, timestamp=t, breakpoints=(Breakpoint(3),))
+        for r, t in zip(st.trace([st.RULES] * 3), [0.0, 600.0, 8000.0], strict=True)
+    ]
+    assert [p.rewrite for p in prescriptions(TTL, "cache")] == ["longer_ttl", "keep_alive"]
+    longer = rewrite(requests, TTL, "cache")
+    assert {(b.ttl_s, r.cache_retention) for r in longer.requests for b in r.breakpoints} == {(3600.0, "24h")}
+    assert (
+        longer.note
+        == "2 of 2 gaps between a session's requests are over 5 min (longest 123.3 min; 1 over 1 h)"
+    )
+    alive = rewrite(requests, TTL, "cache", name="keep_alive").requests
+    assert [r.timestamp for r in alive] == [0.0, 270.0, 540.0, 600.0, 8000.0]  # the 2 h gap is left to expire
+    assert [r.messages for r in alive[:3]] == [requests[0].messages] * 3
 
 
 def test_breakpoints_of_a_rewritten_request_mark_its_stable_part_and_its_end() -> None:

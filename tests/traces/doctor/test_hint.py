@@ -22,6 +22,12 @@ def tok():
         ("Current time: 09:00:30 UTC\n", "Current time: 09:03:46 UTC\n", "clock", ("09:00:30", "09:03:46")),
         ("Memory at /tmp/x/-work/memory/ ok.\n", "Memory at /tmp/x/-elsewhere/memory/ ok.\n", "path", None),
         ("Credits left: 500.\n", "Credits left: 493.\n", "counter", ("500.", "493.")),
+        (
+            "billing: cch=a3f9c2e1;\n",
+            "billing: cch=7b0d44fe;\n",
+            "id_nonce",
+            ("cch=a3f9c2e1;", "cch=7b0d44fe;"),
+        ),
     ],
 )
 def test_the_changed_word_is_named_and_a_fix_would_serve_the_rest(tok, a, b, cause, words) -> None:
@@ -29,7 +35,7 @@ def test_the_changed_word_is_named_and_a_fix_would_serve_the_rest(tok, a, b, cau
     change = common_prefix(before, prompt)
     hint = token_hint(before, prompt, change, "system", tok.decode, 16)
     assert hint.cause == cause and (words is None or (hint.before, hint.after) == words)
-    assert "system prompt" in hint.fix
+    assert ("one nonce per session" if cause == "id_nonce" else "system prompt") in hint.fix
     assert hint.would_serve_tokens == (len(prompt) - 1) // 16 * 16  # all but the span: the rest re-aligns
 
 
