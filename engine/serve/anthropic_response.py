@@ -2,8 +2,9 @@
 `cache_read_input_tokens` is what the local cache served, `cache_creation_input_tokens` the prompt's full
 blocks past it, which this request wrote), and the SSE stream in the documented event order
 (`message_start`, `content_block_start` / `_delta` / `_stop` per block, `message_delta`, `message_stop`).
-The `kvtestbed` object rides on the message, or on the stream's `message_delta` event (which carries the
-final usage).
+The `kvtestbed` object rides on the message; streamed, on `message_start`'s message as far as it is known at
+admission (`complete: false`; the SDK's stream keeps that message as its final message) and whole on
+`message_delta` (which carries the final usage; the SDK's accumulator copies only its usage and stop fields).
 
 Keep-alives: SSE comments before `message_start` (sent at admission), then content events, not `ping`:
 Claude Code's stream watchdog (`CLAUDE_STREAM_IDLE_TIMEOUT_MS`, at least 300 s) is reset by every event but
@@ -64,12 +65,14 @@ def message(req: ChatRequest, fin: Finished) -> dict[str, Any]:
     }
 
 
-def _start(req: ChatRequest, prompt_tokens: int, cached_tokens: int, block_size: int) -> str:
-    inputs = input_usage(
-        prompt_tokens, cached_tokens, expected_written(prompt_tokens, cached_tokens, block_size)
-    )
+def _start(req: ChatRequest, admitted: Admitted, block_size: int) -> str:
+    """`message_start`, when the request is admitted to a step: its input usage (the cache write expected:
+    `expected_written`) and the `kvtestbed` object as far as it is known then."""
+    prompt, cached = admitted.prompt_tokens, admitted.cached_tokens
+    inputs = input_usage(prompt, cached, expected_written(prompt, cached, block_size))
     head = {"id": req.request_id, "type": "message", "role": "assistant", "model": req.model, "content": []}
-    body = head | {"stop_reason": None, "stop_sequence": None, "usage": inputs | {"output_tokens": 0}}
+    usage = inputs | {"output_tokens": 0}
+    body = head | {"stop_reason": None, "stop_sequence": None, "usage": usage, "kvtestbed": admitted.report}
     return sse({"type": "message_start", "message": body}, "message_start")
 
 
@@ -124,7 +127,7 @@ async def stream(
         if isinstance(event, KeepAlive):
             yield blocks.keep_alive() if started else KEEP_ALIVE_COMMENT
         elif isinstance(event, Admitted):
-            yield _start(req, event.prompt_tokens, event.cached_tokens, block_size)
+            yield _start(req, event, block_size)
             started = True
         elif isinstance(event, Delta):
             for piece in answer.feed(event.text):

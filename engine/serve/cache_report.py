@@ -24,6 +24,42 @@ def expected_written(prompt_tokens: int, cached_tokens: int, block_size: int) ->
     return prompt_tokens // block_size * block_size - cached_tokens
 
 
+def _head(req: ChatRequest, match: SessionMatch, block_size: int, cache_scope: str | None) -> dict[str, Any]:
+    """What is known once the request is prepared: itself, its session, the request it is compared with."""
+    return {
+        "request_id": req.request_id,
+        "session_id": match.session,
+        "session_source": match.source,
+        "previous_request_id": match.previous.request_id if match.previous else None,
+        "previous_session_id": match.previous.session if match.previous else None,
+        "model": req.model,
+        "cache_scope": cache_scope,
+        "block_size": block_size,
+    }
+
+
+def admission_report(
+    req: ChatRequest,
+    match: SessionMatch,
+    prompt_tokens: int,
+    cached_tokens: int,
+    block_size: int,
+    cache_scope: str | None = None,
+) -> dict[str, Any]:
+    """The `kvtestbed` object as far as it is known when the request is admitted to a step (on Anthropic's
+    `message_start`, whose message the SDK's stream accumulator keeps as its final message): the request, its
+    session and what the cache served, `complete: false`. The complete object comes with the answer's end."""
+    counts = {"prompt_tokens": prompt_tokens, "cached_tokens": cached_tokens}
+    return (
+        _head(req, match, block_size, cache_scope)
+        | counts
+        | {
+            "computed_tokens": prompt_tokens - cached_tokens,
+            "complete": False,
+        }
+    )
+
+
 def build_report(
     req: ChatRequest,
     match: SessionMatch,
@@ -48,15 +84,7 @@ def build_report(
         if change >= 0
         else None
     )
-    return {
-        "request_id": req.request_id,
-        "session_id": match.session,
-        "session_source": match.source,
-        "previous_request_id": match.previous.request_id if match.previous else None,
-        "previous_session_id": match.previous.session if match.previous else None,
-        "model": req.model,
-        "cache_scope": cache_scope,
-        "block_size": block_size,
+    return _head(req, match, block_size, cache_scope) | {
         "prompt_tokens": u.prompt_tokens,
         "cached_tokens": u.cached_tokens,
         "computed_tokens": u.computed_tokens,

@@ -18,6 +18,7 @@ from engine.errors import EngineError
 from engine.runtime.engine import Engine
 from engine.runtime.outputs import Generation, Timing, Usage
 from engine.runtime.request import Request
+from engine.serve.cache_report import admission_report
 from engine.serve.errors import from_engine
 from engine.serve.metrics import Metrics
 from engine.serve.preparation import Prepared, Preparer
@@ -124,7 +125,12 @@ class Processor:
         if flight is not None:
             flight.admitted = True
             self.load.leave()
-            flight.job.emit(Admitted(len(flight.prepared.prompt.ids), cached_tokens))
+            p, block_size = flight.prepared, self.engine.blocks.block_size
+            prompt_tokens = len(p.prompt.ids)
+            report = admission_report(
+                flight.job.request, p.match, prompt_tokens, cached_tokens, block_size, p.cache_scope
+            )
+            flight.job.emit(Admitted(prompt_tokens, cached_tokens, report))
 
     def abort(self, job: Job) -> None:
         """The client went away: the engine drops the request and releases its blocks now. One admitted to

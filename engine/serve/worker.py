@@ -34,10 +34,11 @@ class Queued:
 @dataclass(frozen=True)
 class Admitted:
     """The scheduler admitted the request to a step: its prefix is looked up (cached tokens known), its
-    prefill starts."""
+    prefill starts. `report`: the `kvtestbed` object as far as it is known now (`admission_report`)."""
 
     prompt_tokens: int
     cached_tokens: int
+    report: dict[str, Any]
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,10 @@ def finished(
 
 def events(pieces: list[str], fin: Finished) -> list[Event]:
     u = fin.generation.usage
-    return [Admitted(u.prompt_tokens, u.cached_tokens), *(Delta(p) for p in pieces), fin]
+    admitted = Admitted(
+        u.prompt_tokens, u.cached_tokens, {"cached_tokens": u.cached_tokens, "complete": False}
+    )
+    return [admitted, *(Delta(p) for p in pieces), fin]
 
 
 def collect(chunks: AsyncIterator[str]) -> list[tuple[str | None, Any]]:

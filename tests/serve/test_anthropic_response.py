@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import anthropic
 from anthropic.lib.streaming._messages import accumulate_event
 from anthropic.types import Message, RawMessageStreamEvent
 from pydantic import TypeAdapter
 
 from engine.serve import anthropic_response
 from engine.serve.chat_request import ANTHROPIC
+from tests.serve.clients import BLOCK, GREEDY, MODEL, anthropic_client
 from tests.serve.responses import CALL, CALL_DELTAS, by_event, collect, events, finished, replay, request
 
 EVENT = TypeAdapter(RawMessageStreamEvent)
@@ -62,6 +66,8 @@ def test_a_stream_accumulates_to_the_same_message() -> None:
     ].text == "Checking."
     assert snapshot.content[1].input == {"city": "Paris"} and snapshot.stop_reason == "tool_use"
     assert snapshot.usage.cache_read_input_tokens == 16 and snapshot.usage.output_tokens == 12
+    # the final message keeps message_start's admission-time `kvtestbed`; the whole one is on message_delta
+    assert snapshot.model_extra["kvtestbed"] == {"cached_tokens": 16, "complete": False}
     assert sent[-2][1]["kvtestbed"]["cached_tokens"] == 16 and recorded
 
 
@@ -91,3 +97,64 @@ def test_a_tool_use_block_streams_as_it_forms() -> None:
         snapshot = accumulate_event(event=event, current_snapshot=snapshot, json_bufs=buffers)
     assert [b.type for b in snapshot.content] == ["tool_use"] and snapshot.stop_reason == "tool_use"
     assert snapshot.content[0].name == "get_weather" and snapshot.content[0].input == {"city": "Paris"}
+
+
+def _stream(client: anthropic.Anthropic, messages: list[dict], options: dict) -> tuple[Any, Any, Any]:
+    """message_start, message_delta and the SDK's final message of one streamed request."""
+    with client.messages.stream(messages=messages, max_tokens=8, **options) as stream:
+        sent = {e.type: e for e in stream if e.type in ("message_start", "message_delta")}
+        final = stream.get_final_message()
+    return sent["message_start"], sent["message_delta"], final
+
+
+def test_the_sdks_final_message_keeps_the_admission_report(smollm2_server) -> None:
+    """Through the real SDK and server: `create` returns the whole `kvtestbed` object; a stream's final
+    message holds message_start's admission-time object (equal to the whole one where both have a field) and
+    the final usage, exact; message_delta carries the whole object."""
+    client = anthropic_client(smollm2_server)
+    options = {
+        "model": MODEL,
+        "system": "Final desk.",
+        "metadata": {"user_id": "final"},
+        "extra_body": GREEDY,
+    }
+    messages = [{"role": "user", "content": "Name one primary colour."}]
+    whole = client.messages.create(messages=messages, max_tokens=8, **options).model_extra["kvtestbed"]
+    assert "complete" not in whole and whole["session_source"] == "metadata.user_id"
+    start, delta, final = _stream(client, messages, options)
+    admitted, report = final.model_extra["kvtestbed"], delta.model_extra["kvtestbed"]
+    assert admitted == start.message.model_extra["kvtestbed"] and admitted.pop("complete") is False
+    assert admitted == {key: report[key] for key in admitted} and "complete" not in report
+    assert admitted["previous_request_id"] == whole["request_id"] and admitted["cached_tokens"] > 0
+    assert report["miss_reason"] is None and report["completion_tokens"] == final.usage.output_tokens
+    assert final.usage.cache_read_input_tokens == report["cached_tokens"]
+    assert final.usage.cache_creation_input_tokens == report["cache_written_tokens"]
+
+
+def test_message_start_expects_a_write_that_an_equal_cached_block_saves(smollm2_server) -> None:
+    """A block-aligned prompt sent again: its last block is recomputed for its logits but cached already, so
+    message_start's expected write (one block) is more than message_delta's exact one (none)."""
+    client = anthropic_client(smollm2_server)
+    options = {
+        "model": MODEL,
+        "system": "Aligned desk.",
+        "metadata": {"user_id": "aligned"},
+        "extra_body": GREEDY,
+    }
+    for words in range(BLOCK * 2):  # one word more is one token more: some count is block-aligned
+        messages = [{"role": "user", "content": "Say yes" + " yes" * words + "."}]
+        prompt = client.messages.count_tokens(model=MODEL, system="Aligned desk.", messages=messages)
+        if prompt.input_tokens % BLOCK == 0:
+            break
+    assert prompt.input_tokens % BLOCK == 0
+    first_start, first_delta, _ = _stream(client, messages, options)
+    assert (
+        first_start.message.usage.cache_creation_input_tokens == first_delta.usage.cache_creation_input_tokens
+    )
+    start, delta, final = _stream(client, messages, options)
+    assert start.message.usage.cache_read_input_tokens == prompt.input_tokens - BLOCK
+    assert (start.message.usage.cache_creation_input_tokens, delta.usage.cache_creation_input_tokens) == (
+        BLOCK,
+        0,
+    )
+    assert final.usage.cache_creation_input_tokens == 0 and final.usage.input_tokens == BLOCK
