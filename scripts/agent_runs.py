@@ -57,14 +57,15 @@ NETNS_VARIABLE = "KVTESTBED_LOOPBACK_NETNS"
 RUNS = [("A1", "work"), ("A2", "work"), ("B1", "elsewhere")]  # two runs in one directory, one in another
 MARK = ".kvtestbed-agent-run"  # in each folder a run made, so a later run may empty it
 # aider without a terminal: the counts from `usage` (not streamed), its questions answered yes, no update
-# check, no analytics (`--yes-always` would opt in where aider asks), no model warning (it offers to open a
-# browser); then `--message`: one message, and exit
+# check, no analytics (`--yes-always` would opt in where aider asks), no model warning and no release notes
+# (each offers to open a browser); then `--message`: one message, and exit
 AIDER_FLAGS = [
     "--no-stream",
     "--yes-always",
     "--no-check-update",
     "--analytics-disable",
     "--no-show-model-warnings",
+    "--no-show-release-notes",
 ]
 
 

@@ -2,7 +2,7 @@
 (scripts/agent_runs.py), each run three times, twice in one directory (A1, A2) and once in a copy of it
 elsewhere (B1): per client and run, the exit status and last line, each request's cached and prompt tokens,
 miss reason and tool calls; the HTTP statuses the server answered; and the cached tokens of the first request
-of A2 that repeats one of A1 (same body but for per-session fields).
+of A2 (else B1) that repeats one of A1 (same body but for per-session fields).
 
     scripts/agents_check.sh [--clients claude-code codex agents-responses agents-chat langchain-openai
                              langchain-anthropic aider] [--tools-dir DIR] [--out DIR] [--no-install]
@@ -124,14 +124,17 @@ class Repeat:
     prompt: int | None
 
 
-def find_repeat(run1: list[dict[str, Any]], run2: list[dict[str, Any]]) -> Repeat | None:
-    """The first request of run 2 whose body (less per-session fields) equals a request of run 1."""
+def find_repeat(run1: list[dict[str, Any]], *later: list[dict[str, Any]]) -> Repeat | None:
+    """The first request of a later run (A2, else B1: aider's A2 holds the file A1 edited) whose body (less
+    per-session fields) equals a request of run 1."""
     seen = [normalized(line.get("body")) for line in run1]
-    for i, line in enumerate(run2):
-        body = normalized(line.get("body"))
-        if body in seen:
-            cached, prompt = cached_and_prompt(line)
-            return Repeat(len(run1) + i + 1, seen.index(body) + 1, cached, prompt)
+    before = len(run1)
+    for requests in later:
+        for i, line in enumerate(requests):
+            if (body := normalized(line.get("body"))) in seen:
+                cached, prompt = cached_and_prompt(line)
+                return Repeat(before + i + 1, seen.index(body) + 1, cached, prompt)
+        before += len(requests)
     return None
 
 
@@ -187,8 +190,8 @@ def report(outcome: Outcome, model: str) -> str:
     statuses = ", ".join(f"{m} {p} {s} x{c}" for (m, p, s), c in sorted(outcome.statuses.items())) or "none"
     lines.append(f"  HTTP: {statuses}")
     if outcome.repeat is None:
-        recorded = len(outcome.requests[1]) if len(outcome.requests) > 1 else 0
-        lines.append(f"  repeat: none of the {recorded} recorded requests of A2 repeats one of A1")
+        recorded = sum(len(r) for r in outcome.requests[1:])
+        lines.append(f"  repeat: none of the {recorded} recorded requests of A2 and B1 repeats one of A1")
     else:
         rep = outcome.repeat
         lines.append(
@@ -296,7 +299,7 @@ def check_client(
         log, lines = server.since(mark)
         outcome.statuses += http_statuses(log)
         outcome.requests.append(lines)
-    outcome.repeat = find_repeat(*outcome.requests[:2])
+    outcome.repeat = find_repeat(*outcome.requests)
     return outcome
 
 

@@ -56,6 +56,8 @@ def test_the_repeat_ignores_per_session_fields_and_reports_its_cached_tokens() -
     codex = {"model": "m", "input": [{"type": "message", "id": "msg_1", "role": "user", "content": "hi"}]}
     again = {"model": "m", "input": [{"type": "message", "id": "msg_2", "role": "user", "content": "hi"}]}
     assert find_repeat([line(codex, 0, 90)], [line(again, 80, 90)]) == Repeat(2, 1, 80, 90)  # item ids aside
+    # aider's A2 holds the file A1 edited; B1, a copy of the repository as it was, repeats A1
+    assert find_repeat(run1, [line(changed, 0, 900)], [line(title, 32, 40)]) == Repeat(4, 1, 32, 40)
 
 
 def test_cached_and_prompt_from_each_api_usage_when_there_is_no_kvtestbed_object() -> None:
