@@ -126,6 +126,14 @@ def parser() -> argparse.ArgumentParser:
         "the client offers, then a short answer; `script:FILE`: a JSON Lines file of replies. Scripted "
         "tokens are forced through the engine (real prefill and decode steps) and reported as scripted",
     )
+    p.add_argument(
+        "--splice-sampled",
+        choices=["on", "off"],
+        default="on",
+        help="a reply a client sends back unchanged is rendered as the tokens the model sampled (on, the "
+        "default: the prompt's text is the template's, only cut into the model's own tokens), or tokenized "
+        "again (off: the tokenizer may cut or normalize it otherwise, a miss labelled reply_retokenized)",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -223,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         keepalive_s=args.keepalive_s,
         isolate_cache=args.isolate_cache,
         replies=args.replies,
+        splice_sampled=args.splice_sampled == "on",
     )
     host = f"[{args.host}]" if ":" in args.host else args.host
     url = f"http://{host}:{args.port}"

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from engine.serve.cache_report import expected_written
-from engine.serve.chat_request import ChatRequest, new_id
+from engine.serve.chat_request import ChatRequest
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
 from engine.serve.streaming import KEEP_ALIVE_COMMENT, AnswerStream, KeepAlive, sse
@@ -42,10 +42,10 @@ def usage(fin: Finished) -> dict[str, int]:
     return inputs | {"output_tokens": u.completion_tokens}
 
 
-def _tool_uses(out: Outcome) -> list[dict[str, Any]]:
+def _tool_uses(req: ChatRequest, out: Outcome) -> list[dict[str, Any]]:
     return [
-        {"type": "tool_use", "id": new_id("toolu_"), "name": c.name, "input": c.input}
-        for c in out.parsed.calls
+        {"type": "tool_use", "id": req.call_id(i), "name": c.name, "input": c.input}
+        for i, c in enumerate(out.parsed.calls)
     ]
 
 
@@ -57,7 +57,7 @@ def message(req: ChatRequest, fin: Finished) -> dict[str, Any]:
         "type": "message",
         "role": "assistant",
         "model": req.model,
-        "content": text + _tool_uses(out),
+        "content": text + _tool_uses(req, out),
         "stop_reason": STOP[out.reason],
         "stop_sequence": out.stop_sequence,
         "usage": usage(fin),
@@ -80,7 +80,8 @@ class _Blocks:
     """The content blocks of a streamed message, opened and closed as the answer's pieces come: a text block
     for text, a `tool_use` block for each call (started with its name, then `input_json_delta` fragments)."""
 
-    def __init__(self) -> None:
+    def __init__(self, req: ChatRequest) -> None:
+        self.req = req
         self.index, self.kind = -1, ""  # the open block ("": none)
 
     def piece(self, piece: Piece) -> str:
@@ -91,7 +92,7 @@ class _Blocks:
             opening = self._open("text", {"type": "text", "text": ""}) if self.kind != "text" else ""
             delta = {"type": "text_delta", "text": piece.text}
             return opening + _event("content_block_delta", index=self.index, delta=delta)
-        use = {"type": "tool_use", "id": new_id("toolu_"), "name": piece.name, "input": {}}
+        use = {"type": "tool_use", "id": self.req.call_id(piece.index), "name": piece.name, "input": {}}
         return self._open("tool_use", use)
 
     def keep_alive(self) -> str:
@@ -121,7 +122,7 @@ async def stream(
 ) -> AsyncIterator[str]:
     """The events of one message: `message_start` at admission, keep-alives (SSE comments before it, `ping`
     events after), the content blocks as the answer forms, then `message_delta` and `message_stop`."""
-    answer, blocks = AnswerStream(req.stop, req.calls_format), _Blocks()
+    answer, blocks = AnswerStream(req.stop, req.calls_format), _Blocks(req)
     started = False  # message_start is out: keep-alives are `ping` events from then on
     async for event in events:
         if isinstance(event, KeepAlive):

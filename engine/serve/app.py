@@ -96,13 +96,16 @@ def build_state(
     isolate_cache: bool = False,
     body_timeout_s: float = BODY_TIMEOUT_S,
     replies: ReplyScript | None = None,
+    splice_sampled: bool = True,
 ) -> ServerState:
     """Everything a server over `engine` holds: the engine thread and its backend, the preparation
     threads, metrics, the page log."""
     if api_key is not None and not api_key.strip():
         raise InvalidArgumentError("the API key is empty: give a key, or None to serve without one")
     metrics, page = Metrics(names[0]), RequestLog()
-    preparer = Preparer(engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache, replies)
+    preparer = Preparer(
+        engine, metrics, page, default_max_tokens, max_tokens_cap, isolate_cache, replies, splice_sampled
+    )
     backend = Processor(engine, preparer, metrics, Load(metrics.waiting_now))
     metrics.cache(engine.cache_stats())
     if recorder is not None:

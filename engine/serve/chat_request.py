@@ -12,10 +12,12 @@ from typing import Any
 
 from engine.prompts.chat import HERMES
 from engine.prompts.messages import Message
+from engine.prompts.sampled import SampledReply, SampledUse
 from engine.serve.client_session import ANONYMOUS, ClientSession
 
 # the trace format each API's bodies are recorded in
 OPENAI, ANTHROPIC, RESPONSES = "openai-chat", "anthropic", "openai-responses"
+CALL_ID_PREFIX = {OPENAI: "call_", ANTHROPIC: "toolu_", RESPONSES: "call_"}  # each API's tool-call ids
 _numbers = itertools.count(1)
 
 
@@ -48,9 +50,20 @@ class ChatRequest:
     clamp_max_tokens: bool = False  # a max_tokens over what the context leaves is clamped (else refused)
     default_max_tokens: bool = True  # no max_tokens: the server's default; False: up to the context's end
     continue_final: bool = False  # the last message is assistant text that the answer continues (a prefill)
+    call_base: str = field(default_factory=lambda: uuid.uuid4().hex[:24])  # its tool calls' ids (`call_id`)
+    # the messages rendered from replies as their model sampled them, and the reply this request's response
+    # gave out as sampled (engine/prompts/sampled.py): what --record keeps for the replay
+    as_sampled: tuple[SampledUse, ...] = ()
+    sampled: SampledReply | None = None
 
     def mark_submitted(self) -> None:
         self.submitted, self.submitted_clock = time.time(), time.perf_counter()
+
+    def call_id(self, index: int) -> str:
+        """The id of the answer's `index`th tool call: the same in a stream and a whole answer, and known
+        before either is built, so the call is found when a later request carries it back
+        (engine/serve/kept_replies.py)."""
+        return f"{CALL_ID_PREFIX[self.api]}{self.call_base}{index}"
 
     @property
     def calls_format(self) -> str | None:

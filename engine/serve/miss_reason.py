@@ -16,11 +16,14 @@ served:
   served than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
   lies in the previous reply, whose text came back but tokenizes otherwise than the tokens the model
   sampled, the tokenizer's Unicode normalization included (NFC: a sampled U+F9C7 comes back as U+5289):
-  `retokenized` holds both tokens' strings around it), `tool_call_rerendered` (the first change lies inside
-  a tool call of the previous reply, `<tool_call>` opened before it and not closed: the call came back and was
-  rendered in other text than the model wrote, e.g. other whitespace), then, by the region the first change
-  lies in, `system_changed`, `tools_changed` or `messages_changed`; None when nothing was missed. The two
-  reply reasons are the server's own renderings, never the client's edits;
+  `retokenized` holds both tokens' strings around it; the sampled ids are spliced back instead under
+  `--splice-sampled on`, where the reply is still kept and the template writes its text verbatim:
+  engine/serve/kept_replies.py), `tool_call_rerendered` (the first change lies inside a tool call of the
+  previous reply, `<tool_call>` opened before it and not closed: the call came back unchanged and was rendered
+  in other text than the model wrote, e.g. other whitespace, its raw text no longer kept: forgotten past the
+  memory bound, or given out before a restart; a call the client sent back changed is its own edit), then,
+  by the region the first change lies in, `system_changed`, `tools_changed` or `messages_changed`; None when
+  nothing was missed. The two reply reasons are the server's own renderings, never the client's edits;
 - `hint`, for the last three: the changed span's cause, both renderings of it, the fix, and the tokens the
   cache would have served had only that span differed (`engine.traces.doctor.hint`, the doctor's
   classifier).
@@ -90,10 +93,12 @@ def classify(
     block_size: int,
     region_kind: Callable[[int], str],
     decode: Callable[[Sequence[int]], str],
+    edited: bool = False,
 ) -> MissAnalysis:
     """`continues`: the request's conversation holds an earlier model turn. `region_kind(i)`: the region
     kind (engine.prompts.regions: system, tools, history, latest_user, status, template) of prompt token i.
-    `decode`: token ids to text."""
+    `decode`: token ids to text. `edited`: the client sent a tool call of the previous reply back changed
+    (engine/serve/kept_replies.py)."""
     if previous is None:
         return MissAnalysis(0, -1, 0, "previous_message_not_found" if continues else "first_request")
     before = previous.cached_ids
@@ -112,7 +117,7 @@ def classify(
         reason = "evicted"
     elif pieces is not None:
         reason = "reply_retokenized"
-    elif in_call:
+    elif in_call and not edited:
         reason = "tool_call_rerendered"
     elif change >= 0:
         reason = changed_in(region_kind(change))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from engine.serve.chat_request import ChatRequest, new_id
+from engine.serve.chat_request import ChatRequest
 from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
 from engine.serve.streaming import KEEP_ALIVE_COMMENT, AnswerStream, KeepAlive, sse
@@ -28,21 +28,26 @@ def usage(fin: Finished) -> dict[str, Any]:
     }
 
 
-def _tool_calls(out: Outcome) -> list[dict[str, Any]]:
+def _tool_calls(req: ChatRequest, out: Outcome) -> list[dict[str, Any]]:
     return [
-        {"id": new_id("call_"), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-        for c in out.parsed.calls
+        {"id": req.call_id(i), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for i, c in enumerate(out.parsed.calls)
     ]
 
 
-def _delta(piece: Piece) -> dict[str, Any]:
+def _delta(req: ChatRequest, piece: Piece) -> dict[str, Any]:
     """A chunk's delta for a piece of the answer: content, a call's start (its id and name, as vLLM sends
     it) or a fragment of its arguments."""
     if isinstance(piece, Text):
         return {"content": piece.text}
     if isinstance(piece, CallStart):
         function = {"name": piece.name, "arguments": ""}
-        call = {"index": piece.index, "id": new_id("call_"), "type": "function", "function": function}
+        call = {
+            "index": piece.index,
+            "id": req.call_id(piece.index),
+            "type": "function",
+            "function": function,
+        }
         return {"tool_calls": [call]}
     return {"tool_calls": [{"index": piece.index, "function": {"arguments": piece.fragment}}]}
 
@@ -51,7 +56,7 @@ def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
     out = outcome_of(req, fin)
     message: dict[str, Any] = {"role": "assistant", "content": out.parsed.content}
     if out.parsed.calls:
-        message["tool_calls"] = _tool_calls(out)
+        message["tool_calls"] = _tool_calls(req, out)
     return {
         "id": req.request_id,
         "object": "chat.completion",
@@ -85,13 +90,13 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
             yield chunk({"role": "assistant", "content": ""})
         elif isinstance(event, Delta):
             for piece in answer.feed(event.text):
-                yield chunk(_delta(piece))
+                yield chunk(_delta(req, piece))
         elif isinstance(event, Failed):
             yield sse(event.error.openai_body())
         elif isinstance(event, Finished):
             out = outcome_of(req, event)
             for piece in answer.finish(event.generation.text):
-                yield chunk(_delta(piece))
+                yield chunk(_delta(req, piece))
             record(req, usage(event), out.report)  # before the answer's last chunk: a client may go after it
             last = {} if req.include_usage else {"kvtestbed": out.report}
             yield chunk({}, FINISH[out.reason], **last)

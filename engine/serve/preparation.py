@@ -19,8 +19,9 @@ from dataclasses import dataclass, replace
 
 from engine.arguments import stop_strings
 from engine.errors import CacheCapacityError, InvalidArgumentError
-from engine.prompts.literal import render_chat
+from engine.prompts.literal import ChatText
 from engine.prompts.regions import RenderedPrompt, common_prefix
+from engine.prompts.sampled import Splice, substituted
 from engine.prompts.token_bound import TokenBound
 from engine.runtime.engine import Engine
 from engine.runtime.outputs import Generation
@@ -28,6 +29,7 @@ from engine.runtime.request import SamplingParams
 from engine.serve.cache_report import build_report, page_entry
 from engine.serve.chat_request import ANTHROPIC, ChatRequest
 from engine.serve.errors import APIError
+from engine.serve.kept_replies import KeptReplies
 from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify, token_array
 from engine.serve.page import RequestLog
@@ -57,6 +59,7 @@ class Prepared:
     tokenize_s: float
     done: float  # perf_counter when preparation ended
     forced: list[int] | None = None  # a scripted reply's tokens (--replies), forced through the engine
+    edited: frozenset[str] = frozenset()  # replies whose tool calls came back changed (kept_replies.py)
 
 
 class Preparer:
@@ -69,8 +72,10 @@ class Preparer:
         max_tokens_cap: int | None = None,
         isolate_cache: bool = False,
         replies: ReplyScript | None = None,
+        splice_sampled: bool = True,
     ) -> None:
         self.engine, self.metrics, self.page, self.replies = engine, metrics, page, replies
+        self.kept, self.splice_sampled = KeptReplies(), splice_sampled  # replies as sampled
         self.default_max_tokens, self.max_tokens_cap = default_max_tokens, max_tokens_cap
         self.isolate_cache = isolate_cache
         self.context = engine.config.max_position_embeddings
@@ -86,14 +91,12 @@ class Preparer:
         _check_stop(req)
         client = req.client
         key = encoder_key(req)
-        trace = TraceRequest(
-            req.messages, req.tools, session=key, model=req.model, continue_final=req.continue_final
-        )
-        chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        trace, chat, spliced, edited = self._render(req)
+        req.as_sampled = trace.as_sampled
         text = chat.text
         t1 = time.perf_counter()
         self._refuse_far_over(text)
-        prompt = self.renderer.encoder.encode(text, key, keep=False, literal=chat.literal)
+        prompt = self.renderer.encoder.encode(text, key, keep=False, literal=chat.literal, spliced=spliced)
         t2 = time.perf_counter()
         budget = reply_budget(
             len(prompt.ids),
@@ -118,18 +121,51 @@ class Preparer:
         forced = None
         if self.replies is not None:  # the script's reply, as the model would emit its tokens, to the budget
             reply = self.replies.reply(req.messages, req.tools)
-            forced = self.renderer.reply(trace, prompt, reply, keep=False)[:max_new]
+            exact = reply.get("token_ids")  # a script's exact tokens, then the end of the turn
+            eos = list(self.engine.source.eos_ids[:1])
+            forced = (
+                [*exact, *eos] if exact is not None else self.renderer.reply(trace, prompt, reply, keep=False)
+            )[:max_new]
         t3 = time.perf_counter()
         return Prepared(
-            trace, prompt, max_new, match, salt, scope, t0 - req.submitted_clock, t1 - t0, t2 - t1, t3, forced
+            trace,
+            prompt,
+            max_new,
+            match,
+            salt,
+            scope,
+            t0 - req.submitted_clock,
+            t1 - t0,
+            t2 - t1,
+            t3,
+            forced,
+            edited,
         )
+
+    def _render(self, req: ChatRequest) -> tuple[TraceRequest, ChatText, tuple[Splice, ...], frozenset[str]]:
+        """The request as rendered (its messages carried back from replies kept as sampled rendered from
+        them), its prompt text, where sampled ids are spliced into it, and the replies whose calls came
+        back changed."""
+        uses, edited = self.kept.uses(req.client.identity, req.messages, self.splice_sampled)
+        trace = TraceRequest(
+            substituted(req.messages, uses),
+            req.tools,
+            session=encoder_key(req),
+            model=req.model,
+            continue_final=req.continue_final,
+            as_sampled=uses,
+        )
+        chat, spliced, made = self.renderer.render(trace, continue_final=req.continue_final)
+        return replace(trace, as_sampled=made), chat, spliced, edited
 
     def count_tokens(self, req: ChatRequest) -> int:
         """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept. A prompt
         known to be over the context is refused as `prepare` refuses it, before tokenizing."""
-        chat = render_chat(self.engine.tokenizer, req.messages, req.tools, continue_final=req.continue_final)
+        trace, chat, spliced, _ = self._render(req)
         self._refuse_far_over(chat.text)
-        encoded = self.renderer.encoder.encode(chat.text, encoder_key(req), keep=False, literal=chat.literal)
+        encoded = self.renderer.encoder.encode(
+            chat.text, trace.session, keep=False, literal=chat.literal, spliced=spliced
+        )
         return len(encoded.ids)
 
     def _refuse_far_over(self, text: str) -> None:
@@ -182,6 +218,7 @@ class Preparer:
             block_size,
             lambda i: rendered.region_at(i).kind,
             self.engine.tokenizer.decode,
+            edited=p.match.previous is not None and p.match.previous.request_id in p.edited,
         )
         past = PastRequest(
             req.request_id,
@@ -195,6 +232,8 @@ class Preparer:
         )
         with self.sessions_lock:
             self.sessions.remember(past)
+        if kv_tokens is None and gen.token_ids:  # the reply as sampled: for the requests that carry it back
+            req.sampled = self.kept.keep_answer(req, gen)
         timing = {
             "queue_s": waited_s + gen.timing.queue_s,  # for a thread, the engine thread, then a step
             "render_s": p.render_s,

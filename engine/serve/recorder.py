@@ -1,6 +1,8 @@
 """`--record FILE.jsonl`: one line per answered request, in the envelope `bench replay` reads
 (`timestamp`, `session_id`, `body`), plus the trace format of the body (`format`), the response's `usage`
-and its `kvtestbed` object. A request its client abandoned is recorded once the engine had computed any of
+and its `kvtestbed` object, and what the replay needs to render prompts as the server did: the reply as its
+model sampled it (`sampled`) and the messages rendered from earlier replies (`as_sampled`;
+engine/traces/as_sampled.py). A request its client abandoned is recorded once the engine had computed any of
 it (it filled the cache), its `kvtestbed` object saying `aborted`: true.
 
 - Nothing is overwritten: the file is opened for appending, and each line is written whole and at once
@@ -59,6 +61,10 @@ class Recorder:
             "usage": usage,
             "kvtestbed": report,
         }
+        if req.sampled is not None:  # the reply as sampled, and the messages rendered so: for the replay
+            line["sampled"] = req.sampled.record()
+        if req.as_sampled:
+            line["as_sampled"] = [use.record() for use in req.as_sampled]
         try:
             data = (json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n").encode()
         except ValueError:  # a non-finite number of the server's own making: a bug, not the client's

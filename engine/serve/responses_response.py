@@ -51,7 +51,8 @@ class OutputItems:
     part) for each run of text, a `function_call` item for each call. `piece` and `close` return the stream
     events each step makes (each a new dict: later steps never change an event already returned)."""
 
-    def __init__(self) -> None:
+    def __init__(self, req: ChatRequest) -> None:
+        self.req = req  # whose calls' ids (`ChatRequest.call_id`) the items carry
         self.items: list[dict[str, Any]] = []
         self.open: dict[str, Any] | None = None
 
@@ -64,7 +65,7 @@ class OutputItems:
             return opened + [self._about("response.output_text.delta", delta)]
         if isinstance(piece, CallStart):
             closed = self.close("completed")
-            call = {"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_")}
+            call = {"type": "function_call", "id": new_id("fc_"), "call_id": self.req.call_id(piece.index)}
             return closed + self._add(call | {"name": piece.name, "arguments": "", "status": "in_progress"})
         assert isinstance(piece, CallArguments) and self.open is not None
         self.open["arguments"] += piece.fragment
@@ -175,7 +176,7 @@ def _finished(
 
 
 def response(req: ChatRequest, fin: Finished, kept: ResponseStore) -> dict[str, Any]:
-    outcome, out = outcome_of(req, fin), OutputItems()
+    outcome, out = outcome_of(req, fin), OutputItems(req)
     for piece in AnswerStream(req.stop, req.calls_format).finish(fin.generation.text):
         out.piece(piece)
     out.finish(outcome.reason == "length")
@@ -216,7 +217,7 @@ async def _events(
     def send(event: Event) -> str:
         return sse(event | {"sequence_number": next(numbers)}, event["type"])
 
-    answer, out = AnswerStream(req.stop, req.calls_format), OutputItems()
+    answer, out = AnswerStream(req.stop, req.calls_format), OutputItems(req)
     started = False  # response.created is out: keep-alives are `keepalive` events from then on
     async for event in events:
         if isinstance(event, KeepAlive):

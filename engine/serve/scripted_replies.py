@@ -8,10 +8,12 @@ engine's; only the token appended at each step is the script's.
   (Claude Code's `Bash`, Codex's `exec_command` or `shell`), else the first function offered, its required
   arguments filled from its schema — then, once a tool's result comes back, a short final answer. A request
   that offers no tools gets that answer.
-- `script:FILE`: a JSON Lines file of replies: each line a string (the reply's text) or an object
-  `{"content": TEXT, "tool_calls": [{"name": NAME, "arguments": {...}}]}`. A request whose conversation holds
-  n assistant turns gets line n (cycling past the last), so a two-line file (a call, an answer) scripts every
-  task of a session.
+- `script:FILE`: a JSON Lines file of replies: each line a string (the reply's text), an object
+  `{"content": TEXT, "tool_calls": [{"name": NAME, "arguments": {...}}]}` (both rendered by the chat
+  template and tokenized), or `{"token_ids": [ID, ...]}`: exactly these tokens, then the end-of-turn token
+  (a reply as a model may sample it and no tokenizer writes it: a character the tokenizer's normalization
+  rewrites, text cut into other tokens). A request whose conversation holds n assistant turns gets line n
+  (cycling past the last), so a two-line file (a call, an answer) scripts every task of a session.
 """
 
 from __future__ import annotations
@@ -113,6 +115,9 @@ def _reply(flag: str, n: int, line: str) -> Message:
         raise InvalidArgumentError(f"--replies {flag}: line {n} is not JSON: {e}") from None
     if isinstance(item, str):
         return {"role": "assistant", "content": item}
+    ids = item.get("token_ids") if isinstance(item, dict) else None
+    if isinstance(ids, list) and ids and all(type(i) is int and i >= 0 for i in ids):
+        return {"role": "assistant", "content": "", "token_ids": ids}
     calls = item.get("tool_calls") if isinstance(item, dict) else None
     content = item.get("content", "") if isinstance(item, dict) else None
     ok_calls = isinstance(calls, list | type(None)) and all(
@@ -121,8 +126,9 @@ def _reply(flag: str, n: int, line: str) -> Message:
     )
     if not isinstance(content, str) or not ok_calls or not (content or calls):
         raise InvalidArgumentError(
-            f"--replies {flag}: line {n} must be a string or "
-            '{"content": TEXT, "tool_calls": [{"name": NAME, "arguments": {...}}]} with text or calls'
+            f"--replies {flag}: line {n} must be a string, "
+            '{"content": TEXT, "tool_calls": [{"name": NAME, "arguments": {...}}]} with text or calls, '
+            'or {"token_ids": [ID, ...]}'
         )
     message: Message = {"role": "assistant", "content": content}
     if calls:

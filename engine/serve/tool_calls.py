@@ -47,6 +47,7 @@ class Parsed:
     content: str | None  # with calls: the text outside them (None: none); without: the whole output
     calls: list[ToolCall]
     problems: list[dict[str, Any]] = field(default_factory=list)  # {"call", "problem", "text"}
+    raw: list[str] = field(default_factory=list)  # each call's text as written (whitespace before it too)
 
     def report(self, fmt: str) -> dict[str, Any]:
         """The `tool_calls` entry of the `kvtestbed` object."""
@@ -70,6 +71,7 @@ class ToolCallParser:
         self.calls: list[ToolCall] = []
         self.problems: list[dict[str, Any]] = []
         self.content: list[str] = []
+        self.raw: list[str] = []
 
     @staticmethod
     def for_format(fmt: str) -> ToolCallParser:
@@ -88,7 +90,7 @@ class ToolCallParser:
         return [Text(text)]
 
     def _end_call(self, closed: bool, raw: str) -> list[Piece]:
-        """Close the open call; `raw` is its whole text, kept as text when it holds no call."""
+        """Close the open call; `raw` is its whole text: the call's as written, or text when it holds none."""
         assert self.reader is not None
         pieces, call, problem = self.reader.close(closed)
         self.reader = None
@@ -97,12 +99,13 @@ class ToolCallParser:
         if call is None:
             return self._text(raw)
         self.calls.append(call)
+        self.raw.append(raw)
         return pieces
 
     def _parsed(self) -> Parsed:
         content = "".join(self.content)
         if self.calls:
-            return Parsed(content if content.strip() else None, self.calls, self.problems)
+            return Parsed(content if content.strip() else None, self.calls, self.problems, self.raw)
         return Parsed(content, [], self.problems)
 
 

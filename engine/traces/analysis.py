@@ -210,7 +210,13 @@ class Analyzer:
     ) -> tuple[AnalyzedRequest, _Kept, tuple[Any, list[int]]]:
         prompt = self.renderer.prompt(req)
         ids, ends = prompt.ids, self.renderer.message_ends(req, prompt)
-        reply_ids = self.renderer.reply(req, prompt, reply, req.reply_cut) if reply is not None else []
+        reply_ids = (
+            list(req.sampled.ids)  # what the server sampled, and cached
+            if req.sampled is not None
+            else self.renderer.reply(req, prompt, reply, req.reply_cut)
+            if reply is not None
+            else []
+        )
         rp = self._rule_prompt(req, ids, when, reply_ids)
         prefix = self.hidden.get(req.session)
         hidden = prefix.tokens if prefix is not None else 0

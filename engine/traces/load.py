@@ -5,7 +5,8 @@ proxies log them; UTF-8, a byte-order mark allowed) into `TraceRequest`s, in any
 A request may be wrapped in a log envelope (`engine.traces.envelope`): its time, its session (else the
 trace's path as given: two files of one name in two folders are two sessions), the format of its body (a
 file may then mix APIs, as the server's `--record` files do; bodies of no declared format are detected, and
-must agree), the usage the response reported. Anything malformed, a lone surrogate included, is refused naming the file,
+must agree), the usage the response reported, the replies the server rendered back as its model sampled
+them (`engine.traces.as_sampled`). Anything malformed, a lone surrogate included, is refused naming the file,
 the request (1-based) and the field. Files that harnesses, proxies and tracers write (Claude Code, Codex,
 claude-trace, HAR, OpenTelemetry) are detected as a whole and read by their own readers
 (`engine.traces.file_readers`).
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import TraceError
+from engine.traces.as_sampled import SampledReplies
 from engine.traces.envelope import cache_salt, recorded_usage, reply_cut, unwrap
 from engine.traces.fields import JSONLimitError, loads, refuse_lone_surrogates
 from engine.traces.file_readers import read_file
@@ -83,7 +85,9 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
         return [replace(r, source_format=kind) for r in read_file(path, kind).requests]
     requests, found, first = [], fmt, 0  # `first`: the undeclared request that decided the format
     served = True  # every line engine.serve's own --record line
-    for i, entry in enumerate(read_entries(path, text)):
+    entries = read_entries(path, text)
+    replies = SampledReplies(entries)  # the server's replies as sampled, which its later prompts render
+    for i, entry in enumerate(entries):
         try:
             refuse_lone_surrogates(entry)
             envelope = unwrap(entry)
@@ -98,7 +102,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                         f"{found}; pass --format to read them all as one"
                     )
                 kind = found or "openai-chat"
-            req = PARSERS[kind](envelope.body)
+            req = replies.apply(entry, PARSERS[kind](envelope.body))
             recorded = recorded_usage(envelope, kind, req.model)
             served = served and envelope.server is not None and envelope.time is not None
         except FieldError as e:

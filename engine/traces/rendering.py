@@ -20,6 +20,7 @@ from transformers import PreTrainedTokenizerBase
 from engine.prompts.chat import Message, render_text
 from engine.prompts.literal import ChatText, render_chat
 from engine.prompts.regions import Head, Region, char_spans, common_prefix, prompt_head, token_regions
+from engine.prompts.sampled import SampledUse, Splice, splices
 from engine.traces.request import TraceRequest
 from engine.traces.tokens import IncrementalEncoder, TokenizedText
 
@@ -71,9 +72,21 @@ class TraceRenderer:
         del recent[: max(0, len(recent) - RECENT)]
         return out
 
+    def render(
+        self, req: TraceRequest, messages: list[Message] | None = None, **options: Any
+    ) -> tuple[ChatText, tuple[Splice, ...], tuple[SampledUse, ...]]:
+        """The text of the request's messages (or of `messages`: they and a reply), where the ids of its
+        messages rendered as sampled go, and those messages' uses as made (engine/prompts/sampled.py)."""
+        messages = req.messages if messages is None else messages
+        chat = self._render(req.session, messages, req.tools, True, **options)
+        spliced, uses = splices(
+            self.tokenizer, messages, req.tools, req.as_sampled, chat.text, self.eos_ids, **options
+        )
+        return chat, spliced, uses
+
     def prompt(self, req: TraceRequest) -> TokenizedText:
-        chat = self._render(req.session, req.messages, req.tools, True, continue_final=req.continue_final)
-        return self.encoder.encode(chat.text, req.session, literal=chat.literal)
+        chat, spliced, _ = self.render(req, continue_final=req.continue_final)
+        return self.encoder.encode(chat.text, req.session, literal=chat.literal, spliced=spliced)
 
     def reply(
         self, req: TraceRequest, prompt: TokenizedText, reply: Message, cut: bool = False, keep: bool = True
@@ -81,8 +94,8 @@ class TraceRenderer:
         """The reply's tokens as a model would emit them (as the replay teacher-forces them): through the
         end-of-turn token, or without it when the reply was `cut` at its token limit (none was generated).
         `keep`: the rendering becomes the session's last text for the incremental tokenizer."""
-        chat = self._render(req.session, [*req.messages, reply], req.tools, True, add_generation_prompt=False)
-        full = self.encoder.encode(chat.text, req.session, keep=keep, literal=chat.literal)
+        chat, spliced, _ = self.render(req, [*req.messages, reply], add_generation_prompt=False)
+        full = self.encoder.encode(chat.text, req.session, keep=keep, literal=chat.literal, spliced=spliced)
         tail = reply_tail(prompt.ids, full.ids, self.eos_ids)
         if tail is None:
             content = self.tokenizer(str(reply.get("content") or ""), add_special_tokens=False).input_ids

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.prompts.messages import Message
+from engine.prompts.sampled import SampledReply, SampledUse
 from engine.traces.fields import FieldError, expect
 from engine.traces.usage import RecordedUsage
 
@@ -62,6 +63,10 @@ class TraceRequest:
     cache_salt: str = ""  # the cache namespace a server kept it in (engine.serve: the served model name)
     unanswered: tuple[str, ...] = ()  # ids of tool calls its history holds without their results
     source_format: str = ""  # the trace format it was read from (engine.traces.formats.FORMATS)
+    # engine.serve: the messages it rendered from replies as their model sampled them (`messages` holds them
+    # as rendered), and the reply its own response gave out (engine/prompts/sampled.py)
+    as_sampled: tuple[SampledUse, ...] = ()
+    sampled: SampledReply | None = None
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

@@ -103,6 +103,10 @@ def test_a_tool_call_rendered_in_other_text_is_tool_call_rerendered() -> None:
         past(prompt + [50, 51, 53], prompt=12), prompt + [50, 52, 51, 53], "m", True, 12, BS, KIND, text
     )
     assert (got.reason, got.first_change, got.retokenized) == ("tool_call_rerendered", 13, None)
+    edited = classify(
+        past(prompt + [50, 51, 53], prompt=12), prompt + [50, 52, 51, 53], "m", True, 12, BS, KIND, text, True
+    )
+    assert edited.reason == "messages_changed"  # the client sent the call back changed: its own edit
     after = classify(
         past(prompt + [50, 51, 53, 54], prompt=12), prompt + [50, 51, 53, 52], "m", True, 12, BS, KIND, text
     )

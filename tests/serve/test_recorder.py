@@ -214,7 +214,12 @@ def test_multi_turn_with_tools_and_the_replay_of_its_recording(
 def request(number: int, body: dict[str, Any] | None = None) -> Any:
     """What Recorder.write reads of a ChatRequest."""
     return SimpleNamespace(
-        submitted=1.0 + number, api="openai-chat", body=body or {"n": number}, request_id=f"r{number}"
+        submitted=1.0 + number,
+        api="openai-chat",
+        body=body or {"n": number},
+        request_id=f"r{number}",
+        sampled=None,
+        as_sampled=(),
     )
 
 

@@ -61,9 +61,13 @@ def test_a_replies_file_is_read_by_turn_and_every_wrong_line_is_named(tmp_path: 
     assert script.reply(turn, None)["content"] == "Sunny."
     assert called(script.reply([*turn, *turn], None))[0] == "get_weather"  # cycles past the last line
     assert parse_replies("model") is None
+    path.write_text('{"token_ids": [5, 0, 7]}\n')  # exact tokens, as a model may sample them
+    exact = parse_replies(f"script:{path}")
+    assert exact is not None and exact.reply(ASK, None)["token_ids"] == [5, 0, 7]
     for text, wrong in (
         ("{", "line 1 is not JSON"),
         ('"a"\n{"content": 3}', "line 2 must be"),
+        ('{"token_ids": [-1]}', "line 1 must be"),
         ("", "no replies"),
     ):
         path.write_text(text)

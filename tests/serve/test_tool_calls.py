@@ -84,6 +84,8 @@ def test_a_call_whose_closing_tag_never_came_is_a_call_and_is_reported() -> None
     cut = parse('<tool_call>{"name": "g", "arguments": {"x": ')  # cut off by max_tokens
     assert cut.calls == [ToolCall("g", '{"x": ')] and cut.calls[0].input == {}
     assert cut.problems[0]["problem"] == "unclosed"
+    said = parse('Sure.\n <tool_call>{"name": "g", "arguments": {}}</tool_call>')
+    assert said.raw == ['\n <tool_call>{"name": "g", "arguments": {}}</tool_call>']  # as written, space too
     odd = parse('<tool_call>{"name": "f", "arguments": [1]}</tool_call>')
     assert odd.calls == [ToolCall("f", "[1]")]
     assert odd.problems[0]["problem"] == "arguments are not a JSON object"
@@ -91,7 +93,8 @@ def test_a_call_whose_closing_tag_never_came_is_a_call_and_is_reported() -> None
 
 def test_llama3_json_calls_at_the_start_of_the_output() -> None:
     one = parse('{"name": "get_weather", "parameters": {"city": "Paris"}}', LLAMA3_JSON)
-    assert one == Parsed(None, [ToolCall("get_weather", '{"city": "Paris"}')])
+    raw = '{"name": "get_weather", "parameters": {"city": "Paris"}}'
+    assert one == Parsed(None, [ToolCall("get_weather", '{"city": "Paris"}')], [], [raw])
     two = parse(' {"name": "a", "parameters": {}}; {"name": "b", "parameters": {"x": [1]}}', LLAMA3_JSON)
     assert [(c.name, c.input) for c in two.calls] == [("a", {}), ("b", {"x": [1]})]
     for text in ('Hello {"name": "x"}', '{"type": "function"}', "{", "\n\n", "The answer is 4."):
