@@ -24,6 +24,7 @@ from engine.errors import InvalidArgumentError
 from engine.serve.browser import LOOPBACK_HOSTS, allowed_host, cors_origin
 from engine.serve.kv_flags import CARRIES, add_kv_event_args, banner, kv_publisher, vllm_hash
 from engine.serve.kv_streams import split_salt
+from engine.serve.limits import BODY_TIMEOUT_MAX_S, BODY_TIMEOUT_S, MAX_BODY_MB
 from engine.serve.scripted_replies import ReplyScript, parse_replies
 
 KEY_VARIABLE = "KVTESTBED_API_KEY"
@@ -64,7 +65,17 @@ def parser() -> argparse.ArgumentParser:
         help="requests the engine runs at once, batched; the rest wait (default 64)",
     )
     p.add_argument(
-        "--max-body-mb", type=int_flag(1), default=32, help="request body limit in MiB (default 32)"
+        "--max-body-mb",
+        type=int_flag(1),
+        default=MAX_BODY_MB,
+        help=f"request body limit in MiB (default {MAX_BODY_MB}): a larger body is refused (413)",
+    )
+    p.add_argument(
+        "--body-timeout-s",
+        type=float_flag(positive=True, maximum=BODY_TIMEOUT_MAX_S),
+        default=BODY_TIMEOUT_S,
+        help=f"a request whose body stops coming for this many seconds is refused (408; default "
+        f"{BODY_TIMEOUT_S:g}, at most {BODY_TIMEOUT_MAX_S:g})",
     )
     p.add_argument(
         "--default-max-tokens",
@@ -195,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from engine.runtime.loader import load
     from engine.serve.app import build_state, create_app
+    from engine.serve.http_protocol import JSONErrorsH11Protocol
     from engine.serve.recorder import Recorder
     from engine.serve.shutdown import DrainingServer
 
@@ -226,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         api_key=api_key,
         max_queue=args.max_queue,
         max_body_bytes=args.max_body_mb << 20,
+        body_timeout_s=args.body_timeout_s,
         default_max_tokens=args.default_max_tokens,
         max_tokens_cap=args.max_tokens_cap,
         keepalive_s=args.keepalive_s,
@@ -260,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         port=args.port,
         log_level=args.log_level,
         timeout_graceful_shutdown=5,
+        http=JSONErrorsH11Protocol,
     )
     try:
         DrainingServer(config, state.drain, args.drain_s).run()

@@ -40,8 +40,9 @@ from engine.serve.browser import LOOPBACK_HOSTS, local_only, protect
 from engine.serve.chat_request import ANTHROPIC, OPENAI, RESPONSES, ChatRequest
 from engine.serve.client_session import presented_key
 from engine.serve.errors import APIError, from_engine
-from engine.serve.handling import BODY_TIMEOUT_S, ChatHandler, answer, read_json
+from engine.serve.handling import ChatHandler, answer, read_json
 from engine.serve.kv_events import served_index
+from engine.serve.limits import BODY_TIMEOUT_S, MAX_BODY_MB
 from engine.serve.metrics import Metrics
 from engine.serve.openai_request import parse_openai
 from engine.serve.page import STATIC, RequestLog
@@ -89,7 +90,7 @@ def build_state(
     recorder: Recorder | None = None,
     api_key: str | None = None,
     max_queue: int = 64,
-    max_body_bytes: int = 32 << 20,
+    max_body_bytes: int = MAX_BODY_MB << 20,
     default_max_tokens: int = 1024,
     max_tokens_cap: int | None = None,
     keepalive_s: float = 5.0,

@@ -19,6 +19,7 @@ from engine.serve import json_body
 from engine.serve.browser import require_json
 from engine.serve.chat_request import ChatRequest
 from engine.serve.errors import APIError, StreamFailed, from_engine
+from engine.serve.limits import BODY_TIMEOUT_S
 from engine.serve.outcome import outcome_of
 from engine.serve.recorder import Record
 from engine.serve.streaming import KeepAlive
@@ -27,7 +28,6 @@ from engine.serve.worker import FINAL, EngineWorker, Event, Failed, Finished, Jo
 log = logging.getLogger("kvtestbed.serve")
 ACCESS_LOG = logging.getLogger("uvicorn.access")  # an abandoned request's line, as uvicorn writes the others
 DRAIN_FACTOR = 4  # a refused body up to this many times the limit is read to its end before the 413
-BODY_TIMEOUT_S = 30.0  # a body with no bytes for this long is refused (408)
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 

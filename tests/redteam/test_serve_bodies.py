@@ -1,10 +1,12 @@
 """Bodies that never end or claim to be huge: a request whose body stops coming is refused (408) once no
-byte came for the read timeout, a Content-Length of 10^12 gets its 413 at once, without a byte of the body;
+byte came for the read timeout, a Content-Length of 10^12 gets its 413 at once, without a byte of the body,
+one of 10^30 (more than the HTTP layer reads) a 400 in the APIs' error shape;
 count_tokens of 30 MB answers at once (bounded by the context, before tokenizing), off the event loop, and
 counts against --max-queue."""
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from urllib.parse import urlsplit
@@ -49,8 +51,18 @@ def test_a_huge_declared_length_is_refused_at_once(tiny_engine) -> None:  # type
         for length in (10**12, 5 << 20):
             got, took = _raw(server.url, _head(length), b"", wait_s=30)
             assert got.startswith(b"HTTP/1.1 413") and took < 10, (length, got[:300])
-        got, took = _raw(server.url, _head(10**30), b"", wait_s=30)  # beyond what the HTTP layer reads
-        assert got.startswith(b"HTTP/1.1 400") and took < 10, got[:300]
+        # beyond what the HTTP layer reads (h11: 20 digits), and a header it cannot parse: uvicorn's plain
+        # text 400 was the only answer not in the API's shape
+        for head in (_head(10**30), _head(10) + "X-No-Colon\r\n"):
+            got, took = _raw(server.url, head, b"", wait_s=30)
+            assert got.startswith(b"HTTP/1.1 400") and took < 10, got[:300]
+            headers, body = got.split(b"\r\n\r\n", 1)
+            error = json.loads(body)
+            assert b"content-type: application/json" in headers.lower() and error["type"] == "error", got
+            assert (
+                error["error"]["type"] == "invalid_request_error"
+                and "could not be read" in error["error"]["message"]
+            )
 
 
 def _count_body(text: str) -> dict:

@@ -13,6 +13,7 @@ import uvicorn
 
 from engine.runtime.engine import Engine
 from engine.serve.app import ServerState, create_app
+from engine.serve.http_protocol import JSONErrorsH11Protocol
 from tests.serve.conftest import free_port
 
 
@@ -27,7 +28,9 @@ class InProcess:
 def serving(state: ServerState) -> Iterator[InProcess]:
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(state), host="127.0.0.1", port=port, log_level="critical")
+        uvicorn.Config(
+            create_app(state), host="127.0.0.1", port=port, log_level="critical", http=JSONErrorsH11Protocol
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
