@@ -50,6 +50,13 @@ def _share(arm: Arm, rule: str) -> float | None:
     return arm.rule(rule)["cached_share"]
 
 
+def broken_share(arm: Arm, requests: Sequence[int], rule: str = LOCAL) -> float | None:
+    """The rule's cached share over the requests a cause broke (trace indices)."""
+    served = [(arm.records[i], arm.records[i].served.get(rule)) for i in requests]
+    prompt = sum(s.prompt_tokens or r.prompt_tokens for r, s in served if s is not None)
+    return sum(s.cached_tokens for _, s in served if s is not None) / prompt if prompt else None
+
+
 def cause_rows(d: Diagnosis, rules: Sequence[str]) -> list[dict[str, Any]]:
     """One row per cause: the local engine's figures unprefixed, each hosted rule's prefixed by its name."""
     rows = []
@@ -73,6 +80,9 @@ def cause_rows(d: Diagnosis, rules: Sequence[str]) -> list[dict[str, Any]]:
             if rule == LOCAL:  # what a rewrite that keeps more (a dropped history) costs in prompt length
                 row["prompt_tokens_before"] = sum(r.prompt_tokens for r in d.original.records)
                 row["prompt_tokens_after"] = sum(r.prompt_tokens for r in arm.records)
+                broke = f.requests if f else sorted({s.span.request for s in d.spans})
+                row["broken_share_before"] = broken_share(d.original, broke)
+                row["broken_share_after"] = broken_share(arm, broke)
             if rule != LOCAL:
                 row[f"{rule}_cost_before"] = d.original.rule(rule)["input_cost"]
                 row[f"{rule}_cost_after"] = arm.rule(rule)["input_cost"]
@@ -102,6 +112,9 @@ def _gain(d: Diagnosis, arm: Arm, rule: str) -> str:
         if cb and ca is not None:
             text += f", input cost {ca / cb - 1:+.0%}"
     else:
+        broke = arm.finding.requests if arm.finding else sorted({s.span.request for s in d.spans})
+        b, a = broken_share(d.original, broke), broken_share(arm, broke)
+        text += f" (on the requests it broke: {b:.0%} → {a:.0%})" if b is not None and a is not None else ""
         text += f", computed tokens {d.original.computed(rule):,} → {arm.computed(rule):,}"
         before_p, after_p = (sum(r.prompt_tokens for r in a.records) for a in (d.original, arm))
         text += f", prompt tokens {before_p:,} → {after_p:,}" if after_p != before_p else ""

@@ -1,6 +1,6 @@
 """`python -m engine.bench doctor`: on `bench layout`'s conversation written out under each breaking layout
 it names the cause, and its rewrite recovers stable-first's cached share; on Claude Code's request from two
-directories it names the memory path and the tools the template renders after it."""
+directories it names the memory path and the tools the template renders after it, and measures both fixes."""
 
 from __future__ import annotations
 
@@ -91,6 +91,10 @@ def test_claude_code_in_two_directories_names_the_memory_path_and_the_tool_order
     assert "capture-elsewhere/memory/" in path["after"] and int(path["token"]) > 0
     fixed = next(r for r in rows if r["cause"] == "path")
     assert float(fixed["cached_share_after"]) > 10 * float(fixed["cached_share_before"])
+    # tools first, measured on the request from the other directory (an estimate said about 89%)
+    tools_first = next(r for r in rows if r["cause"] == "tools_after_break")
+    assert float(tools_first["broken_share_before"]) < 0.05 < 0.85 < float(tools_first["broken_share_after"])
+    assert "on the requests it broke: 2% → 89%" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_a_clock_line_in_a_tau_bench_like_prompt_is_named(model, tmp_path) -> None:
