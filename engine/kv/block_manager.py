@@ -6,7 +6,9 @@ Invariants (checked by the property test in tests/kv/test_block_manager.py):
   order when an empty one is needed and none is left);
 - a block is evictable only when its ref count is 0;
 - `table[h] == b` implies `blocks[b].hash == h` and block b holds the tokens that hash to h, under the
-  parent hash it records;
+  parent hash it records; `by_content` holds the same blocks under what their hashes are computed from
+  (parent hash, tokens, and vLLM's cache_salt where it enters a chain's first block), so `match` finds a
+  cached prefix without hashing it: only blocks that are published are hashed, once each;
 - only full blocks are hashed; hashes chain: h_i = H(h_{i-1}, tokens of block i), with
   h_{-1} = H(namespace, salt) where the namespace carries the weights digest and dtype; or, after
   `use_vllm_hash`, vLLM's hashes (engine/kv/vllm_hash.py: the salt in the first block's hash).
@@ -61,9 +63,10 @@ class Block:
     id: int
     ref_count: int = 0
     hash: bytes | None = None
-    parent: bytes = b""  # the hash of the block before it in its chain (the collision guard compares it too)
+    parent: bytes = b""  # the hash of the block before it in its chain
     token_ids: tuple[int, ...] = ()
     salt: str = ""  # the namespace it was hashed under
+    salt_key: str | None = None  # vLLM's cache_salt, where it entered the hash (a chain's first block)
 
 
 @dataclass
@@ -72,7 +75,7 @@ class CacheStats:
     hit_tokens: int = 0
     miss_tokens: int = 0
     evictions: int = 0
-    collisions: int = 0  # hash matched but tokens or parent differed: served as a miss
+    collisions: int = 0  # a published block whose hash a block of other content holds: not entered
 
 
 class BlockManager:
@@ -84,6 +87,7 @@ class BlockManager:
         self.num_blocks, self.block_size, self.namespace = num_blocks, block_size, namespace
         self.blocks: dict[int, Block] = {}  # only blocks that were ever used
         self.table: dict[bytes, int] = {}
+        self.by_content: dict[tuple[bytes, tuple[int, ...], str | None], int] = {}
         # Free blocks, in the order they are taken: released empty ones (last released first), then the
         # never-used ids from `next_fresh` up, then cached ones in LRU order (evicting them).
         self.empty: list[int] = []
@@ -121,27 +125,29 @@ class BlockManager:
         """The hash of block `index` of a sequence under `salt`, after `parent`."""
         if self.vllm is None:
             return chain_hash(parent, token_bytes(tokens))
-        salt_key = self.salt_parts(salt)[1] if index == 0 else None
-        return parent[:TAG] + self.vllm.block(parent[TAG:], tokens, salt_key)
+        return parent[:TAG] + self.vllm.block(parent[TAG:], tokens, self.salt_key(salt, index))
+
+    def salt_key(self, salt: str, index: int) -> str | None:
+        """What of `salt` enters block `index`'s hash besides its parent: vLLM's cache_salt in a chain's first
+        block (the engine's own hashes carry the salt in the chain's root)."""
+        return (self.salt_parts(salt)[1] or None) if self.vllm is not None and index == 0 else None
 
     def match(self, token_ids: list[int], salt: str = "") -> tuple[list[int], list[bytes]]:
-        """Blocks and hashes of the longest cached prefix of full blocks of `token_ids[:-1]`.
+        """Blocks and hashes of the longest cached prefix of full blocks of `token_ids[:-1]`, found by content
+        (`by_content`): a cached block's hash is the one it was published under, never recomputed.
 
         The last token is never matched: its logits are needed, so at least it is recomputed.
         """
-        bs, parent = self.block_size, self.root(salt)
+        bs, parent, first = self.block_size, self.root(salt), self.salt_key(salt, 0)
         ids: list[int] = []
         hashes: list[bytes] = []
         for i in range((len(token_ids) - 1) // bs):
             tokens = tuple(token_ids[i * bs : (i + 1) * bs])
-            h = self.block_hash(parent, tokens, i, salt)
-            block_id = self.table.get(h)
+            block_id = self.by_content.get((parent, tokens, first if i == 0 else None))
             if block_id is None:
                 break
-            block = self.blocks[block_id]
-            if block.token_ids != tokens or block.parent != parent:  # a collision: never serve wrong K/V
-                self.stats.collisions += 1
-                break
+            h = self.blocks[block_id].hash
+            assert h is not None
             ids.append(block_id)
             hashes.append(h)
             parent = h
@@ -196,12 +202,19 @@ class BlockManager:
             parent = seq.block_hashes[-1] if seq.block_hashes else self.root(seq.salt)
             h = self.block_hash(parent, tokens, i, seq.salt)
             seq.block_hashes.append(h)
-            block = self.blocks[seq.block_table[i]]
-            # if an equal block is cached already, that one stays the cached copy
-            if enter and h not in self.table:
+            block, salt_key = self.blocks[seq.block_table[i]], self.salt_key(seq.salt, i)
+            # if an equal block is cached already, that one stays the cached copy; a block of other content
+            # under the same hash (a collision) is never entered, so never served
+            if enter and h in self.table:
+                held = self.blocks[self.table[h]]
+                content = (held.parent, held.token_ids, held.salt_key)
+                self.stats.collisions += content != (parent, tokens, salt_key)
+            elif enter:
                 seq.num_written += bs if (i + 1) * bs <= seq.num_prompt else 0
                 self.table[h] = block.id
-                block.hash, block.parent, block.token_ids, block.salt = h, parent, tokens, seq.salt
+                self.by_content[parent, tokens, salt_key] = block.id
+                block.hash, block.parent, block.token_ids = h, parent, tokens
+                block.salt, block.salt_key = seq.salt, salt_key
                 if self.listeners:
                     stored.append((h, parent if i else None, tokens, seq.salt))
         if stored:
@@ -222,6 +235,7 @@ class BlockManager:
         assert all(b.ref_count == 0 for b in self.blocks.values()), "reset while blocks are referenced"
         self.blocks.clear()
         self.table.clear()
+        self.by_content.clear()
         self.empty, self.next_fresh, self.cached = [], 0, OrderedDict()
         self._emit("cleared", [])
 
@@ -280,9 +294,10 @@ class BlockManager:
     def _evict(self, block: Block) -> None:
         if block.hash is not None:
             del self.table[block.hash]
+            del self.by_content[block.parent, block.token_ids, block.salt_key]
             self.stats.evictions += 1
             self._emit("removed", [(block.hash, block.salt)])
-            block.hash, block.parent, block.token_ids = None, b"", ()
+            block.hash, block.parent, block.token_ids, block.salt_key = None, b"", (), None
 
     def _emit(self, kind: str, items: list) -> None:
         for listener in self.listeners:

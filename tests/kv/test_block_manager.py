@@ -8,8 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.errors import CacheCapacityError
+from engine.kv import block_manager
 from engine.kv.block_manager import BlockManager, chain_hash, token_bytes
 from engine.kv.sequence import SequenceState
+from engine.kv.vllm_hash import VllmBlockHash
 
 NUM_BLOCKS, BS = 12, 4
 
@@ -36,6 +38,11 @@ def check_invariants(bm: BlockManager) -> None:
         )
     for block in bm.blocks.values():  # a hashed block is always findable by its hash
         assert block.hash is None or bm.table[block.hash] == block.id
+    # ... and by its content, which is what a lookup reads
+    assert len(bm.by_content) == len(bm.table)
+    for (parent, tokens, salt_key), block_id in bm.by_content.items():
+        block = bm.blocks[block_id]
+        assert (block.parent, block.token_ids, block.salt_key) == (parent, tokens, salt_key)
 
 
 def chain_ok(bm: BlockManager, seq: SequenceState) -> None:
@@ -173,17 +180,62 @@ def test_a_what_if_pool_costs_only_what_it_touches() -> None:
     assert u["blocks_total"] == 10**12 // BS and u["blocks_cached"] == 0 and u["blocks_in_use"] == 10
 
 
-def test_a_hash_hit_under_another_parent_is_a_miss() -> None:
-    """The guard compares the block's tokens and its parent hash: a collision of the chained hash with
-    the same tokens after a different prefix is never served."""
+def test_a_hash_collision_is_never_served(monkeypatch) -> None:
+    """Blocks of other content under the same hash (every hash colliding): the block published second is
+    not entered and is counted as a collision; a prompt of it is never served the first one's K/V (a lookup
+    goes by content), and the same tokens after another prefix are a miss."""
+    monkeypatch.setattr(block_manager, "chain_hash", lambda parent, block: b"one hash for all")
     bm = BlockManager(8, BS, b"ns")
-    seq = SequenceState([1, 2, 3, 4, 5, 6, 7, 8, 9])
+    seq = published(bm, [1, 2, 3, 4, 5, 6, 7, 8, 9])
+    assert bm.stats.collisions == 1 and len(bm.table) == 1  # its second block collides with its first
+    assert len(bm.match([1, 2, 3, 4, 5, 6, 7, 8, 9])[0]) == 1
+    assert bm.match([5, 6, 7, 8, 9])[0] == []  # the second block's tokens at the chain's start
+    published(bm, [9, 9, 9, 9, 9])
+    assert bm.stats.collisions == 2 and bm.match([9, 9, 9, 9, 9])[0] == []
+    assert seq.block_hashes == [b"one hash for all"] * 2  # hashes are what the hash function says
+
+
+def published(bm: BlockManager, tokens: list[int], salt: str = "") -> SequenceState:
+    """A sequence admitted, its K/V written and its full blocks published, then released."""
+    seq = SequenceState(tokens, salt=salt)
     bm.admit(seq)
-    bm.grow(seq, 9)
-    seq.num_kv = 9
+    bm.grow(seq, len(tokens))
+    seq.num_kv = len(tokens)
     bm.publish(seq)
     bm.release(seq)
-    second = bm.blocks[bm.table[seq.block_hashes[1]]]
-    second.parent = b"another prefix!!"  # as if the second block had been stored under another chain
-    hits, _ = bm.match([1, 2, 3, 4, 5, 6, 7, 8, 9])
-    assert len(hits) == 1 and bm.stats.collisions == 1
+    return seq
+
+
+@pytest.mark.parametrize("scheme", [None, "vllm-sha256"])
+def test_a_lookup_hashes_nothing(monkeypatch, scheme: str | None) -> None:
+    """A warm request of 8 new tokens after 32 cached: its lookup finds the 8 cached blocks by content and
+    hashes none of them (it hashed all 8, and the first block it missed); publishing hashes its 2 new blocks
+    and nothing else. The hashes are the ones the chain gives, with the engine's hash and with vLLM's (a
+    cache salt in the first block's)."""
+    calls: list[int] = []
+    bm = BlockManager(64, BS, b"ns")
+    if scheme is None:
+        real = block_manager.chain_hash
+        monkeypatch.setattr(block_manager, "chain_hash", lambda p, b: calls.append(1) or real(p, b))
+    else:
+        vllm = VllmBlockHash(scheme, seed="test")
+        real_block = vllm.block
+        monkeypatch.setattr(vllm, "block", lambda *a: calls.append(1) or real_block(*a))
+        bm.use_vllm_hash(vllm)
+    prefix = list(range(100, 132))
+    cold = published(bm, prefix + [7], salt="s")
+    assert len(calls) == 8
+    calls.clear()
+    warm = SequenceState(prefix + list(range(8)) + [7], salt="s")
+    matched = bm.match(warm.token_ids, warm.salt)
+    assert matched == ([bm.table[h] for h in cold.block_hashes], cold.block_hashes) and calls == []
+    assert bm.match(warm.token_ids, "another salt")[0] == []
+    bm.admit(warm, True, matched)
+    bm.grow(warm, len(warm))
+    warm.num_kv = len(warm)
+    bm.publish(warm)
+    assert len(calls) == 2 and warm.block_hashes[:8] == cold.block_hashes
+    parent = bm.root("s")
+    for i, h in enumerate(warm.block_hashes):  # every hash the chain's own
+        parent = bm.block_hash(parent, tuple(warm.token_ids[i * BS : (i + 1) * BS]), i, "s")
+        assert h == parent
