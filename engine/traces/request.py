@@ -10,12 +10,16 @@ session, the link to the request it continues, the content blocks in Anthropic's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.prompts.messages import Message
-from engine.prompts.sampled import SampledReply, SampledUse
 from engine.traces.fields import FieldError, expect
 from engine.traces.usage import RecordedUsage
+
+if (
+    TYPE_CHECKING
+):  # annotations only: the server's --help path imports this module, and sampled loads transformers
+    from engine.prompts.sampled import SampledReply, SampledUse
 
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
 TTLS = {"5m": FIVE_MINUTES, "1h": ONE_HOUR}
