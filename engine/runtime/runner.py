@@ -4,7 +4,9 @@ A step's rows are the scheduled tokens of every request, in the order of the wor
 in the pool: each layer writes the step's new K/V once at the requests' block-table slots, and one attention
 dispatch (the engine's `AttentionBackend`, planned once per step) reads every sequence's context through its
 block table. Only the last row of each request that reaches the end of its tokens goes through the LM head:
-those requests sample. `compute` is the other kind of forward: into a private window, for the approximate
+those requests sample. The step's token ids, positions, write slots and sampled rows are written in place
+into buffers made once (`StepInputs`): a decode step builds no list and makes no tensor for them. `compute`
+is the other kind of forward: into a private window, for the approximate
 experiments of engine/approx only.
 """
 
@@ -14,7 +16,6 @@ from collections.abc import Sequence
 
 import torch
 
-from engine.devices import to_device
 from engine.kv.pool import KVCache
 from engine.kv.slots import slots_of
 from engine.kv.step import AttentionBackend, SeqSpan, StepContext, WindowSpan
@@ -22,6 +23,7 @@ from engine.kv.window import KVWindow
 from engine.model.decoder import Decoder
 from engine.runtime.request import Request
 from engine.runtime.static_decode import StaticDecode
+from engine.runtime.step_inputs import StepInputs
 
 
 class ModelRunner:
@@ -29,6 +31,7 @@ class ModelRunner:
         self, model: Decoder, kv: KVCache, device: torch.device, attention: AttentionBackend
     ) -> None:
         self.model, self.kv, self.device, self.attention = model, kv, device, attention
+        self.inputs = StepInputs(device)  # the eager step's inputs, reused step after step
         # decode steps over preallocated buffers per bucket (captured as CUDA graphs on CUDA); off: eager
         self.static: StaticDecode | None = None
 
@@ -46,26 +49,28 @@ class ModelRunner:
                 for req, _ in work:
                     req.seq.num_kv += 1
                 return [req for req, _ in work], logits
-        ids: list[int] = []
-        positions: list[int] = []
-        slots: list[int] = []
+        n = sum(k for _, k in work)
+        # the step's token ids, positions, write slots and sampled rows, written in place (step_inputs.py)
+        values = self.inputs.reserve(3 * n + len(work))
         spans: list[SeqSpan] = []
         sampling: list[Request] = []
-        rows: list[int] = []
-        bs = self.kv.block_size
-        for req, n in work:
-            assert n >= 1, f"request {req.id} scheduled with {n} tokens"
+        bs, i = self.kv.block_size, 0
+        for req, k in work:
+            assert k >= 1, f"request {req.id} scheduled with {k} tokens"
             seq, start = req.seq, req.seq.num_kv
-            ids += seq.token_ids[start : start + n]
-            positions += range(start, start + n)
-            slots += slots_of(seq.block_table, start, start + n, bs)
-            spans.append(SeqSpan(start, n, seq.block_table))
-            if start + n == len(seq):
+            if k == 1:  # a decode token (or a prompt's last): three values, no list
+                values[i], values[n + i] = seq.token_ids[start], start
+                values[2 * n + i] = seq.block_table[start // bs] * bs + start % bs
+            else:
+                values[i : i + k] = seq.token_ids[start : start + k]
+                values[n + i : n + i + k] = range(start, start + k)
+                values[2 * n + i : 2 * n + i + k] = slots_of(seq.block_table, start, start + k, bs)
+            spans.append(SeqSpan(start, k, seq.block_table))
+            i += k
+            if start + k == len(seq):
+                values[3 * n + len(sampling)] = i - 1
                 sampling.append(req)
-                rows.append(len(ids) - 1)
-        # the step's token ids, positions, write slots and sampled rows: one transfer, then views
-        n, host = len(ids), ids + positions + slots + rows
-        meta = to_device(host, torch.long, self.device)
+        meta = self.inputs.on_device(3 * n + len(sampling))
         ctx = StepContext(
             spans,
             self.kv,
@@ -73,13 +78,13 @@ class ModelRunner:
             attention=self.attention.plan(spans, self.kv),
             token_positions=meta[n : 2 * n],
         )
-        if rows == [n - 1]:  # one request samples, from the last row (a solo step)
+        if len(sampling) == 1 and values[3 * n] == n - 1:  # one request samples, from the last row
             pick: slice | torch.Tensor = slice(-1, None)
         else:  # no row (every prompt chunk ends before its prompt does), or several
-            pick = meta[3 * n :] if rows else slice(0, 0)
+            pick = meta[3 * n :] if sampling else slice(0, 0)
         logits = self.model(meta[:n], ctx, pick)
-        for req, n in work:
-            req.seq.num_kv += n
+        for req, k in work:
+            req.seq.num_kv += k
         return sampling, logits
 
     def run_isolating(

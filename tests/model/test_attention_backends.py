@@ -117,9 +117,9 @@ def test_the_torch_backend_equals_causal_attention_per_sequence(
             row += s.length
 
 
-def test_cpu_decode_rows_read_runs_of_blocks_in_place() -> None:
-    """A cached prefix in blocks 0-2 shared by two sequences that go on in blocks of their own (two runs
-    each) and one in a single run: every row equals causal attention over its keys, nothing is gathered."""
+def shared_prefix_rows():
+    """Decode rows over a cached prefix in blocks 0-2 shared by two sequences that go on in blocks of their
+    own (two runs each) and one sequence in a single run: the pool, spans, keys and values, and query rows."""
     g = torch.Generator().manual_seed(3)
     kv = pool()
     tables = [[0, 1, 2, 7], [0, 1, 2, 5, 6], [9, 10]]
@@ -130,14 +130,31 @@ def test_cpu_decode_rows_read_runs_of_blocks_in_place() -> None:
     for table, e, k, v in zip(tables, ends, keys, values, strict=True):
         kv.write(0, torch.tensor(slots_of(table, 0, e, BS)), k, v)
     spans = [SeqSpan(e - 1, 1, t) for t, e in zip(tables, ends, strict=True)]
+    return kv, spans, ends, keys, values, torch.randn(3, H, D, generator=g)
+
+
+def test_cpu_decode_rows_read_runs_of_blocks_in_place() -> None:
+    """Every row of the shared-prefix step equals causal attention over its keys; nothing is gathered."""
+    kv, spans, ends, keys, values, q = shared_prefix_rows()
     plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
     assert plan.mode == "runs" and [len(r) for r in plan.runs] == [2, 2, 1]
-    q = torch.randn(3, H, D, generator=g)
     out = plan.forward(0, q, q, q)
     assert plan.buffers is None
     for b in range(3):
         expected = reference(q[b : b + 1], keys[b], values[b], ends[b] - 1)
         torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_cpu_decode_rows_equal_each_row_alone_bit_for_bit() -> None:
+    """A row read in place beside others is the row its sequence's own step computes (alone: its single run
+    read in place as one call, or its runs merged the same way): batching decode rows changes no bit of
+    their attention."""
+    kv, spans, _, _, _, q = shared_prefix_rows()
+    backend = TorchBackend(torch.device("cpu"))
+    out = backend.plan(spans, kv).forward(0, q, q, q)
+    for b, span in enumerate(spans):
+        row = q[b : b + 1]
+        assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(0, row, row, row))
 
 
 @pytest.mark.parametrize("batch", [1, 8, 32])

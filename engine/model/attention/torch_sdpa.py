@@ -19,7 +19,8 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
 - `runs` (a CPU decode step whose sequences lie in few runs of consecutive blocks, at most two per
   sequence on average: a fresh pool's prompt, a cached prefix and the blocks after it): each sequence's
   query over each of its runs read in place, one call per run, runs merged by log-sum-exp: nothing gathered
-  (a gather copied every sequence's whole context every layer);
+  (a gather copied every sequence's whole context every layer); each run's view of every layer made once
+  per step, a layer's read one index;
 - `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
   keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
   work and rounding (bitwise equal to it), start x start / 2 scores wasted.
@@ -109,22 +110,24 @@ class TorchPlan:
         self.run = self.runs[0][0] if self.n == 1 and len(self.runs[0]) == 1 else None
         if self.run is None and self.width == 1 and split and sum(map(len, self.runs)) <= 2 * self.n:
             self.mode = "runs"  # CPU decode rows, each over its runs of consecutive blocks in place
+            self.run_views = [[self._run_view(first, length) for first, length in r] for r in self.runs]
             return
         self.slots = slots(spans, ends, kv.block_size, device) if self.run is None else None
-        keys = torch.arange(max(ends), device=device)
         self.folded: torch.Tensor | None = None  # off the CPU: the mask with query heads folded into rows
+        # none for one decode row, or for equal contexts (one sequence among them)
+        self.mask: torch.Tensor | CausalBias | None = None
         if self.mode == "gathered" and self.n == 1 and self.width > 1 and not native_gqa:
             self.mask = causal_lower_right(self.width, ends[0])  # query i sees [0, start + i]: no mask made
         elif self.mode == "gathered":  # query i of sequence b sees keys [0, start_b + i]
-            queries = torch.arange(self.width, device=device)
-            first = to_device(starts, torch.long, device)
-            visible = keys[None, None, :] <= (first[:, None, None] + queries[None, :, None])
-            self.mask = (
-                _additive(visible[:, None], self.dtype) if len(set(ends)) > 1 or self.width > 1 else None
-            )
+            if len(set(ends)) > 1 or self.width > 1:
+                queries = torch.arange(self.width, device=device)
+                first = to_device(starts, torch.long, device)
+                keys = torch.arange(max(ends), device=device)
+                visible = keys[None, None, :] <= (first[:, None, None] + queries[None, :, None])
+                self.mask = _additive(visible[:, None], self.dtype)
         else:  # the cached context [0, start_b); a sequence with none gets weight 0 in the merge
-            self.mask = None  # equal contexts (one sequence among them): no mask at all
             if len(set(ends)) > 1:
+                keys = torch.arange(max(ends), device=device)
                 visible = keys[None, :] < to_device(ends, torch.long, device)[:, None]
                 self.mask = _additive(visible[:, None, None], self.dtype)
             self.no_context = (
@@ -165,24 +168,31 @@ class TorchPlan:
             self.folded = rows.reshape(b, 1, group * self.width, keys)
         return self.folded
 
+    def _run_view(self, first: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """A run's keys and values in every layer, `[layers, 1, kv_heads, length, head_dim]` views of the pool
+        made once a step: a layer reads its own with one index."""
+        pools = (p.view(p.shape[0], -1, *p.shape[-2:]) for p in (self.kv.k, self.kv.v))
+        keys, values = (p[:, first : first + length].transpose(1, 2)[:, None] for p in pools)
+        return keys, values
+
     def _by_runs(self, layer: int, q: torch.Tensor) -> torch.Tensor:
         """Decode rows `[n, heads, head_dim]`, each sequence's query over its runs of consecutive blocks read
         in place (CPU flash, one call per run), runs merged by their log-sum-exps: nothing gathered."""
-        pool_k, pool_v = self.kv.k_slots[layer], self.kv.v_slots[layer]
         rows = []
-        for b, runs in enumerate(self.runs):
+        for row, views in zip(q[:, :, None].split(1), self.run_views, strict=True):
             out = lse = None
-            for first, length in runs:
-                keys, values = (p[first : first + length][None].transpose(1, 2) for p in (pool_k, pool_v))
-                o, lse_run = attend(q[b][None, :, None], keys, values, None, False, True)
+            for i, (keys, values) in enumerate(views):
+                o, lse_run = attend(row, keys[layer], values[layer], None, False, True)
                 assert lse_run is not None
                 if out is None or lse is None:
                     out, lse = o, lse_run
-                else:
-                    out, lse = merge(out, lse, o, lse_run), torch.logaddexp(lse, lse_run)
+                    continue
+                out = merge(out, lse, o, lse_run)
+                if i + 1 < len(views):  # the union's log-sum-exp, for the next run's merge
+                    lse = torch.logaddexp(lse, lse_run)
             assert out is not None
-            rows.append(out[0, :, 0])
-        return torch.stack(rows)
+            rows.append(out)
+        return torch.cat(rows).view(q.shape)
 
     def _batched(self, x: torch.Tensor) -> torch.Tensor:
         """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
