@@ -107,3 +107,26 @@ def test_a_long_reply_is_taken_in_time_linear_in_its_length() -> None:
     (small, _), (large, text) = _reply_cost(25_000, ("cab!",)), _reply_cost(200_000, ("cab!",))
     assert text == ("abc" * 66_667)[: 200_000 - 3]  # it ends "cab", held back: it may become "cab!"
     assert large < 20 * max(small, 1e-3), (small, large)
+
+
+def test_a_long_reply_is_read_once_and_held_back_only_at_its_tail() -> None:
+    """A 100,000-token reply of one character a token: the stop matcher is fed each character once, the text
+    held back never reaches the stop string's length, and the text given out is kept as its pieces (no
+    copy of the whole reply per token)."""
+    req = Request(
+        "r",
+        SequenceState([1, 2, 3]),
+        SamplingParams(max_new_tokens=100_001, stop=("cab!",)),
+        0.0,
+        decode=lambda ids: "".join(chr(97 + i % 3) for i in ids),
+    )
+    fed: list[int] = []
+    feed = req.stops.feed
+    req.stops.feed = lambda piece: fed.append(len(piece)) or feed(piece)  # type: ignore[method-assign]
+    held = 0
+    for i in range(100_000):
+        req.accept(i, False, None, 0.0, 0.0)  # type: ignore[arg-type]
+        held = max(held, len(req.held))
+    assert sum(fed) == 100_000 and held < len("cab!")
+    assert req.given_chars + len(req.held) == 100_000
+    assert req.text == ("abc" * 33_334)[: req.given_chars]

@@ -3,6 +3,7 @@ name as soon as it is read, then its argument fragments; and all of it adds up t
 
 from __future__ import annotations
 
+import itertools
 import time
 
 from engine.prompts.chat import HERMES, LLAMA3_JSON
@@ -89,6 +90,33 @@ def test_a_long_reply_streams_in_time_linear_in_its_length() -> None:
     for stop, tools in (([], None), (["</stop>", "abababX"], None), (["END"], HERMES)):
         small, large = _stream_cost(25_000, stop, tools), _stream_cost(100_000, stop, tools)
         assert large < 8 * max(small, 1e-3), (stop, tools, small, large)
+
+
+class Counted(str):
+    """A delta that counts the characters read by iterating over it (as the stop matcher reads text)."""
+
+    read = 0
+
+    def __iter__(self):  # noqa: ANN204
+        Counted.read += len(self)
+        return super().__iter__()
+
+
+def test_a_long_reply_streams_with_each_character_read_once() -> None:
+    """A 100,000-character reply in deltas of 1 to 3 characters, a stop sequence's prefix open all along:
+    the stop matcher reads each character once per stop sequence, and what the stream holds back (all it
+    keeps and copies again) stays shorter than the longest stop sequence: work linear in the reply (a scan,
+    or a copy, of the whole reply per delta would touch ~1.7e9 characters)."""
+    stop, reply = ["</stop>", "abababX"], "ab" * 50_000
+    stream, sizes = AnswerStream(stop, None), itertools.cycle([1, 2, 3])
+    Counted.read, held, sent, i = 0, 0, 0, 0
+    while i < len(reply):
+        n = next(sizes)
+        sent += len(text(stream.feed(Counted(reply[i : i + n]))))
+        held, i = max(held, len(stream.held)), i + n
+    assert Counted.read == len(stop) * len(reply)
+    assert held < max(map(len, stop)) and sent >= len(reply) - held
+    assert sent + len(text(stream.finish(reply))) == len(reply)
 
 
 def test_stop_sequences_split_across_deltas() -> None:
