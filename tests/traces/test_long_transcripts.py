@@ -16,7 +16,7 @@ import engine.traces.anthropic_messages as anthropic_messages
 import engine.traces.rendering as rendering
 from engine.kv.block_manager import BlockManager
 from engine.loading.tokenizer import load_tokenizer, qwen_tokenizer_dir
-from engine.traces.analysis import AnalyzedRequest, Analyzer
+from engine.traces.analysis import AnalyzedRequest, Analyzer, replies
 from engine.traces.claude_code import read_claude_code
 from engine.traces.claude_code_chains import ChainMessages
 from engine.traces.claude_code_tree import Transcripts
@@ -62,17 +62,18 @@ def analyze(tokenizer, requests: list[TraceRequest]) -> list[AnalyzedRequest]:
 
 def renderings_owed(requests: list[TraceRequest]) -> int:
     """Renderings an analysis needs when no text is rendered twice: per request its prompt, its reply's
-    and one per message it adds after the reply it continues; a request that starts a conversation (a new
-    session, or after a compaction) renders every message's end and its head (at most 5: the default system
-    prompt's, the tools')."""
+    (where a later request carries one), and one per message after the reply of the request it continues;
+    a request that starts a conversation (a new session, or after a compaction) renders every message's
+    end and its head (3 renderings, 2 more with tools: `regions.prompt_head`)."""
     by_id = {r.request_id: r for r in requests}
     owed = 0
-    for req in requests:
+    for req, reply in zip(requests, replies(requests), strict=True):
         parent = by_id.get(req.parent_id)
+        owed += 1 + (reply is not None)
         if parent is not None and parent.messages[0] is req.messages[0]:
-            owed += 3 + max(0, len(req.messages) - len(parent.messages) - 2)
+            owed += len(req.messages) - len(parent.messages) - 1
         else:
-            owed += 2 + len(req.messages) + 5
+            owed += len(req.messages) + 3 + 2 * bool(req.tools)
     return owed
 
 
