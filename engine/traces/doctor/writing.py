@@ -74,9 +74,8 @@ def unwritable(requests: Sequence[TraceRequest], traces: Sequence[str]) -> str |
     formats = list(dict.fromkeys(r.source_format for r in requests))
     refused = [f for f in formats if f in NOT_WRITTEN]
     if refused:
-        return (
-            f"{NOT_WRITTEN[refused[0]]} are not written; the doctor writes request bodies and mini-swe-agent"
-        )
+        writes = "--apply writes request bodies and mini-swe-agent trajectories"
+        return f"{NOT_WRITTEN[refused[0]]} are not written: {writes}"
     if TRAJECTORY in formats and (
         formats != [TRAJECTORY] or len(traces) != 1 or not trace_path(traces[0]).is_file()
     ):
