@@ -46,7 +46,7 @@ from engine.traces.analysis import AnalyzedRequest, Analyzer
 from engine.traces.hidden_prefix import estimate
 from engine.traces.hidden_prefix import notes as hidden_notes
 from engine.traces.pressure import PressurePoint, capacities, sweep
-from engine.traces.providers.local import LocalRule
+from engine.traces.providers.local import OVER_CACHE, OVER_CONTEXT, LocalRule
 from engine.traces.providers.registry import HOSTED, LOCAL
 from engine.traces.rendering import TraceRenderer
 from engine.traces.request import TraceRequest
@@ -123,12 +123,20 @@ def run_analysis(
     analyzer = setup.analyzer()
     hidden = estimate(requests, getattr(args, "hidden_prefix_tokens", None))
     records = analyzer.run(requests, keep_ids=args.pressure, hidden=hidden)
-    over = sum(1 for r in records if LOCAL in r.served and r.served[LOCAL].why_none)
+    refused = [r.served[LOCAL].why_none for r in records if LOCAL in r.served]
+    over, over_cache = (sum(1 for why in refused if mark in why) for mark in (OVER_CONTEXT, OVER_CACHE))
     if over:
         print(
             f"[{over} of {len(records)} requests do not fit the {context:,}-token context of "
             f"{source.model_id}: a full replay refuses them; here the local cache serves them nothing "
             f"(see why_none); {hint(max(r.prompt_tokens for r in records))}]",
+            file=sys.stderr,
+        )
+    if over_cache:
+        print(
+            f"[{over_cache} of {len(records)} requests do not fit the local cache of "
+            f"{num_blocks * args.block_size:,} tokens: a full replay refuses them; here they are served "
+            "nothing (see why_none); --cache-tokens N sizes the cache]",
             file=sys.stderr,
         )
     pressure: list[PressurePoint] = []
@@ -143,6 +151,7 @@ def run_analysis(
     env = run_environment(info, "replay --analyze", args) | {
         "context_tokens": context,
         "over_context_requests": over,
+        "over_cache_requests": over_cache,
     }
     plots, notes = _plots(records, rules, pressure, out, name), [*(notes or []), *hidden_notes(hidden)]
     timelines, left = plot_timelines(records, out)

@@ -200,6 +200,12 @@ def write_trace_results(
             "here)"
             if env.get("over_context_requests")
             else ""
+        )
+        + (
+            f"; {env['over_cache_requests']} need more than the local cache holds, which a full replay "
+            "refuses: served nothing locally here"
+            if env.get("over_cache_requests")
+            else ""
         ),
         *(f"- {note}" for note in notes),
         "",

@@ -5,8 +5,8 @@ Per request, as `Engine.generate` does: the prompt's cached full blocks are matc
 blocks are taken for the rest (evicting as the cache's policy says), the prompt's full blocks are
 published; then the reply's tokens after it are published as decoding them would have (as the replay
 teacher-forces them). No price: the engine's cost is the computed tokens. A request the model's context
-cannot hold (its prompt plus one new token, or plus its reply) is refused as a replay refuses it: nothing
-served, nothing stored.
+cannot hold (its prompt plus one new token, or plus its reply), or whose prompt and reply the whole cache
+cannot hold, is refused as a replay refuses it: nothing served, nothing stored.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from __future__ import annotations
 from engine.kv.block_manager import BlockManager
 from engine.kv.sequence import SequenceState
 from engine.traces.providers.base import RulePrompt, Served
+
+OVER_CONTEXT = "over the model's"  # in a refusal's why_none: the context cannot hold the request
+OVER_CACHE = "over the local cache's"  # the whole cache cannot hold its prompt and reply
 
 
 class LocalRule:
@@ -39,7 +42,11 @@ class LocalRule:
         ids = list(prompt.token_ids)
         need = len(ids) + max(1, len(prompt.reply_ids))  # what the replay's generate calls check
         if self.context is not None and need > self.context:
-            return Served(0, why_none=f"refused: needs {need:,} tokens, over the model's {self.context:,}")
+            return Served(0, why_none=f"refused: needs {need:,} tokens, {OVER_CONTEXT} {self.context:,}")
+        held = len(ids) + max(0, len(prompt.reply_ids) - 1)  # the K/V its prompt and reply leave
+        if self.blocks.blocks_for(held) > self.blocks.num_blocks:
+            capacity = self.blocks.num_blocks * self.blocks.block_size
+            return Served(0, why_none=f"refused: needs {held:,} tokens, {OVER_CACHE} {capacity:,}")
         cached, stored = self._prefill(ids, prompt.cache_salt)
         if len(prompt.reply_ids) > 1:  # the reply's blocks, as decoding it publishes them
             stored = self._prefill(ids + list(prompt.reply_ids[:-1]), prompt.cache_salt)[1]

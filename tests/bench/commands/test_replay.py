@@ -240,3 +240,35 @@ def test_analyze_counts_and_marks_requests_over_the_context(tiny_dir, tmp_path, 
     assert "1 over it, which a full replay refuses" in (out / "report.md").read_text()
     with pytest.raises(ContextOverflowError, match="exceeds the model's context of 8192 tokens"):
         main(["replay", str(trace), "--model", model, "--repeats", "1", "--out", str(tmp_path / "full")])
+
+
+def test_analyze_counts_and_marks_requests_over_the_local_cache(tiny_dir, tmp_path, capsys) -> None:
+    """A request whose prompt the local cache (--cache-tokens) cannot hold, which a full replay refuses, is
+    served nothing locally and counted; the analysis of the rest goes on (it ended on the cache's error)."""
+    long = {"messages": [{"role": "user", "content": " ".join(["word"] * 3000)}]}
+    short = {"messages": [{"role": "user", "content": "hello"}]}
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(b) for b in (long, short)) + "\n")
+    model, out = str(tiny_dir("qwen2", tokenizer=True)), tmp_path / "out"
+    argv = ["replay", str(trace), "--analyze", "--rules", "local", "--model", model, "--cache-tokens", "1024"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert "1 of 2 requests do not fit the local cache of 1,024 tokens" in capsys.readouterr().err
+    data = json.loads((out / "analysis.json").read_text())
+    assert data["environment"]["over_cache_requests"] == 1
+    first, second = data["requests"]
+    assert "over the local cache's 1,024" in first["local_why_none"] and first["cached_tokens"] == 0
+    assert second["local_why_none"] == ""
+    assert "1 need more than the local cache holds" in (out / "report.md").read_text()
+    with pytest.raises(CacheCapacityError):
+        main(
+            [
+                "replay",
+                str(trace),
+                "--model",
+                model,
+                "--cache-tokens",
+                "1024",
+                "--out",
+                str(tmp_path / "full"),
+            ]
+        )

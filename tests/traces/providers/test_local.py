@@ -48,3 +48,16 @@ def test_a_request_over_the_context_is_refused_as_a_replay_refuses_it() -> None:
     )
     assert r.serve(RulePrompt(list(range(100)), 2.0)).why_none.startswith("refused: needs 101 tokens")
     assert r.serve(RulePrompt(ids, 3.0)).cached_tokens == 96  # the refused requests stored nothing new
+
+
+def test_a_request_the_whole_cache_cannot_hold_is_refused_as_a_replay_refuses_it() -> None:
+    """Its prompt and reply need more blocks than the pool has (a replay's engine refuses it): nothing served
+    or stored, the analysis goes on (it stopped on the cache's error)."""
+    r = LocalRule(BlockManager(4, 16, b"test"))  # 64 tokens
+    assert r.serve(RulePrompt(list(range(60)), 0.0, reply_ids=[1, 2, 3, 4, 5])).why_none == ""  # 64 held
+    refused = r.serve(RulePrompt(list(range(60)), 1.0, reply_ids=[1, 2, 3, 4, 5, 6]))
+    assert (
+        refused.cached_tokens == 0
+        and refused.why_none == "refused: needs 65 tokens, over the local cache's 64"
+    )
+    assert r.serve(RulePrompt(list(range(60)), 2.0)).cached_tokens == 48  # what the first one stored
