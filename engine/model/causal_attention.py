@@ -53,7 +53,14 @@ def merge(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor, lse_b: torc
     weighs them e^lse_a : e^lse_b, so out = o_b + sigmoid(lse_a - lse_b) (o_a - o_b), computed in float32 (as
     vLLM's merge_attn_states does): a half-precision merge would add its own rounding to both outputs'."""
     weight = torch.sigmoid(lse_a - lse_b).unsqueeze(-1)
-    return torch.lerp(o_b.float(), o_a.float(), weight).to(o_b.dtype)
+    out = torch.lerp(as_float32(o_b), as_float32(o_a), weight)
+    return out if out.dtype == o_b.dtype else out.to(o_b.dtype)
+
+
+def as_float32(x: torch.Tensor) -> torch.Tensor:
+    """`x` in float32: itself where it is (no conversion dispatched; CPU decode merges per row, run and
+    layer, where each no-op conversion was an op of its own)."""
+    return x if x.dtype == torch.float32 else x.float()
 
 
 def attention_with_lse(
@@ -89,7 +96,7 @@ def _fused(
             :2
         ]
         lse = lse[..., : q.shape[2]]
-    return out, lse.float()
+    return out, as_float32(lse)
 
 
 def scattered_attention(

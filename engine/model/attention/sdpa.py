@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.bias import CausalBias
 
+from engine.model.causal_attention import as_float32
+
 _flash_cpu = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # returns the log-sum-exp too
 
 
@@ -26,7 +28,7 @@ def attend(
     lower-right causal bias goes to SDPA as it is, with `enable_gqa` (flash where it can run, no mask made)."""
     if native:
         out, lse = _flash_cpu(q, k, v, is_causal=causal, attn_mask=mask)[:2]
-        return out, lse.float()
+        return out, as_float32(lse)
     b, h, t, d = q.shape
     group = h // k.shape[1]
     if causal:
