@@ -30,7 +30,7 @@ from engine.kv.window import KVWindow
 from engine.model.sampling import sample_rows
 from engine.prompts.encoder import Prompt
 from engine.runtime.loaded import LoadedModel
-from engine.runtime.outputs import StepOutput
+from engine.runtime.outputs import CacheSteps, StepOutput
 from engine.runtime.request import Request, SamplingParams
 from engine.runtime.runner import ModelRunner
 from engine.runtime.scheduler import Scheduler
@@ -67,6 +67,7 @@ class EngineCore(LoadedModel):
         self._ids = itertools.count()
         self._salts = itertools.count()  # private requests' own salts
         self._ready: list[StepOutput] = []
+        self.steps = 0  # steps scheduled so far: the number of the latest (`CacheSteps`)
         self._lock = threading.RLock()
         # Seconds owed to steps without a prompt chunk: a step that computed one while others decoded or
         # waited sets it to its own duration, and steps holding prefills pay it back (engine/runtime/scheduler.py).
@@ -179,9 +180,11 @@ class EngineCore(LoadedModel):
         hold = self._prefill_debt_s > 0 and self.scheduler.waiting_or_decoding()
         scheduled = self.scheduler.schedule(hold_prefills=hold)
         t_lookup = time.perf_counter()
+        self.steps += 1
         for req in scheduled.admitted:
             if req.admitted is None:  # the first admission: what the prompt got from the cache
                 req.admitted, req.lookup_s, req.cached_tokens = t0, t_lookup - t0, req.seq.num_cached
+                req.steps = CacheSteps(self.steps)
                 if self.on_admitted is not None:
                     self.on_admitted(req.id, req.cached_tokens)
             if req.window is not None:  # a prefilled request's K/V into its blocks, timed apart
@@ -195,7 +198,10 @@ class EngineCore(LoadedModel):
         outputs = [self._fail(req, error) for req, error in failed]
         for req, _ in scheduled.work:
             if req.finish_reason is None:
+                hashed = len(req.seq.block_hashes)
                 self.blocks.publish(req.seq, enter=not req.private)
+                if req.steps is not None and not req.private and len(req.seq.block_hashes) > hashed:
+                    req.steps.note(self.steps, len(req.seq.block_hashes) * self.blocks.block_size)
         params = [(r.params.temperature, r.params.top_p, r.generator) for r in sampling]
         tokens = sample_rows(logits, params)
         t_sampled = time.perf_counter()

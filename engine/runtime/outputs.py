@@ -50,6 +50,21 @@ class Timing:
 
 
 @dataclass
+class CacheSteps:
+    """When a request met the prefix cache, in its engine's step numbers (`EngineCore.steps`, from 1): the
+    step whose lookup served its prompt (`admitted`), and after each step whose forward published more of its
+    full blocks, the tokens (its prompt, then its reply) those blocks then held (`published`: (step, tokens)).
+    Requests admitted in one step read only what was published before it, never each other's blocks."""
+
+    admitted: int
+    published: list[tuple[int, int]] = field(default_factory=list)
+
+    def note(self, step: int, tokens: int) -> None:
+        """After `step`'s forward published more of its blocks: `tokens` in its published blocks."""
+        self.published.append((step, tokens))
+
+
+@dataclass
 class Generation:
     token_ids: list[int]
     text: str
@@ -62,6 +77,7 @@ class Generation:
         None  # the stop string `text` ends before (token_ids hold the token completing it)
     )
     preemptions: int = 0  # times the request was preempted and recomputed under memory pressure
+    steps: CacheSteps | None = None  # when it met the prefix cache (None: never admitted to a step)
 
     def as_dict(self) -> dict[str, Any]:
         return {

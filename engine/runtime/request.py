@@ -25,7 +25,7 @@ from engine.kv.sequence import SequenceState
 from engine.kv.window import KVWindow
 from engine.model.sampling import check_sampling
 from engine.runtime.detokenizer import IncrementalDetokenizer
-from engine.runtime.outputs import Generation, Timing, Usage
+from engine.runtime.outputs import CacheSteps, Generation, Timing, Usage
 from engine.runtime.stop_strings import StopMatcher
 
 
@@ -89,6 +89,7 @@ class Request:
     lookup_s: float = 0.0
     prefill_done: float | None = None  # end of the forward that gave the first token's logits
     token_times: list[float] = field(default_factory=list)  # when each generated token was sampled
+    steps: CacheSteps | None = None  # when it met the prefix cache, from its first admission
     preemptions: int = 0
     finish_reason: str | None = None  # "stop" (EOS or a stop string), "length" or "abort"
     stop_string: str | None = None
@@ -200,4 +201,5 @@ class Request:
             logits,
             self.stop_string,
             self.preemptions,
+            self.steps,
         )

@@ -141,8 +141,7 @@ async def stream(
                 yield blocks.piece(piece)
             yield blocks.close()
             delta = {"stop_reason": STOP[out.reason], "stop_sequence": out.stop_sequence}
-            record(
-                req, usage(event), out.report
-            )  # before the answer's last events: a client may go after them
+            # before the answer's last events: a client may go after them
+            record(req, event.generation, usage(event), out.report)
             yield _event("message_delta", delta=delta, usage=usage(event), kvtestbed=out.report)
             yield _event("message_stop")

@@ -34,6 +34,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from engine.errors import InvalidArgumentError
 from engine.prompts.chat import tool_format
 from engine.runtime.engine import Engine
+from engine.runtime.outputs import Generation
 from engine.serve import anthropic_response, openai_response, responses_response
 from engine.serve.anthropic_request import parse_messages
 from engine.serve.browser import LOOPBACK_HOSTS, local_only, protect
@@ -78,9 +79,11 @@ class ServerState:
     responses: ResponseStore  # kept for the Responses API's previous_response_id
     body_timeout_s: float  # a request body with no bytes for this long is refused (408)
 
-    def record(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
+    def record(
+        self, req: ChatRequest, generation: Generation, usage: dict[str, Any], report: dict[str, Any]
+    ) -> None:
         if self.recorder is not None:
-            self.recorder.write(req, usage, report)
+            self.recorder.write(req, generation, usage, report)
 
 
 def build_state(

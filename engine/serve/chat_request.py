@@ -55,6 +55,9 @@ class ChatRequest:
     # gave out as sampled (engine/prompts/sampled.py): what --record keeps for the replay
     as_sampled: tuple[SampledUse, ...] = ()
     sampled: SampledReply | None = None
+    # Responses: the output items it answered with, where kept for previous_response_id (--record keeps them
+    # for the line of a later request that continues it)
+    output: list[dict[str, Any]] | None = None
 
     def mark_submitted(self) -> None:
         self.submitted, self.submitted_clock = time.time(), time.perf_counter()

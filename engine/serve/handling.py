@@ -178,7 +178,7 @@ async def answer(
     holds the request, every check passed; a whole answer waits for the last event. `answering` holds the
     jobs being answered, for the drain at shutdown (engine/serve/shutdown.py)."""
     job = Job(req, asyncio.get_running_loop())
-    job.unanswered = lambda fin: record(req, api.usage(fin), outcome_of(req, fin).report)
+    job.unanswered = lambda fin: record(req, fin.generation, api.usage(fin), outcome_of(req, fin).report)
     worker.submit(job)
     answering.add(job)
     watch = DisconnectWatch(request)
@@ -204,7 +204,8 @@ async def answer(
         if not isinstance(event, Finished):  # aborted: its client is gone
             return _abandoned(request)
         body = api.body(req, event)
-        record(req, api.usage(event), body["kvtestbed"])  # the extension object the response carries
+        # the extension object the response carries
+        record(req, event.generation, api.usage(event), body["kvtestbed"])
         return JSONResponse(body)
     except ClientGone:
         return _abandoned(request)

@@ -97,7 +97,8 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
             out = outcome_of(req, event)
             for piece in answer.finish(event.generation.text):
                 yield chunk(_delta(req, piece))
-            record(req, usage(event), out.report)  # before the answer's last chunk: a client may go after it
+            # before the answer's last chunk: a client may go after it
+            record(req, event.generation, usage(event), out.report)
             last = {} if req.include_usage else {"kvtestbed": out.report}
             yield chunk({}, FINISH[out.reason], **last)
             if req.include_usage:

@@ -221,4 +221,6 @@ def left_generation(held: Request) -> Generation:
         held.cached_tokens,
         written_tokens=held.seq.num_written,
     )
-    return Generation([], "", u, Timing(0.0, held.lookup_s, 0.0), held.seq.token_ids, "abort")
+    return Generation(
+        [], "", u, Timing(0.0, held.lookup_s, 0.0), held.seq.token_ids, "abort", steps=held.steps
+    )

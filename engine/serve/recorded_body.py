@@ -9,31 +9,23 @@ records still tell whether it changed.
 - Responses `input` items no prompt renders (`reasoning`, `web_search_call`: the replay drops them too): the
   item's `type` and its digest (a Codex reasoning item carries tens of kilobytes of encrypted content);
 - `cache_control` markers, wherever they stand: `type` and `ttl` (which the replay reads) always; any other
-  key verbatim while the marker is within `MARKER_BYTES`, else those keys as one digest beside them.
+  key verbatim while the marker is within `MARKER_BYTES`, else those keys as one digest beside them;
+- a Responses request continuing a kept response (`as_sent`): the body as sent, its `previous_response_id`
+  and only the new input, the line referring to the conversation the server put first by its id and digest
+  (engine/traces/response_chain.py rebuilds it from the earlier lines).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
+from engine.traces.response_chain import compact, digest
 from engine.traces.responses import DROPPED
 
 NO_EFFECT = ("metadata", "store", "service_tier", "safety_identifier", "client_metadata")
 FIELD_BYTES = 16 << 10
 MARKER_BYTES = 256
 MARKER_KEYS = ("type", "ttl")  # what engine/traces/request.py ttl_of reads
-DIGEST = "kvtestbed_digest"
-
-
-def compact(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def digest(value: Any) -> dict[str, Any]:
-    data = compact(value)
-    return {DIGEST: f"sha256:{hashlib.sha256(data).hexdigest()}", "bytes": len(data)}
 
 
 def recorded_body(body: dict[str, Any]) -> dict[str, Any]:
@@ -70,3 +62,18 @@ def _marker(marker: Any) -> Any:
         return marker
     kept = {k: v for k, v in marker.items() if k in MARKER_KEYS and isinstance(v, str) and len(v) <= 16}
     return kept | digest({k: v for k, v in marker.items() if k not in kept})
+
+
+def as_sent(
+    body: dict[str, Any], previous: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A Responses body as its client sent it, and its line's `continues` reference. Where the server put the
+    conversation of the response it continues before the new input (`previous`: the parse's note, `{"id",
+    "items"}`), the body gets its `previous_response_id` back and only the new input, and the reference names
+    the response, the items put first and their digest (their compact JSON, as the store holds them): the
+    record stays linear in a chain's length. Any other body: itself, and None."""
+    if previous is None:
+        return body, None
+    items, n = body["input"], previous["items"]
+    sent = body | {"previous_response_id": previous["id"], "input": items[n:]}
+    return sent, {"id": previous["id"], "items": n} | digest(items[:n])

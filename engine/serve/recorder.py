@@ -2,8 +2,14 @@
 (`timestamp`, `session_id`, `body`), plus the trace format of the body (`format`), the response's `usage`
 and its `kvtestbed` object, and what the replay needs to render prompts as the server did: the reply as its
 model sampled it (`sampled`) and the messages rendered from earlier replies (`as_sampled`;
-engine/traces/as_sampled.py). A request its client abandoned is recorded once the engine had computed any of
-it (it filled the cache), its `kvtestbed` object saying `aborted`: true.
+engine/traces/as_sampled.py); where the engine ran it, `steps`: this server's run (`server`, when recording
+began) and its `CacheSteps` (the step whose lookup served its prompt, the steps that published its blocks),
+so a replay serves requests batched in one step as the engine did. A Responses request continuing a kept
+response is recorded as sent, with `continues` (the response, and the digest of the conversation put
+first: engine/serve/recorded_body.py), and a kept response with its `output` items, which a later line
+continues: the record grows with each turn's new input, not with the conversation. A request its client
+abandoned is recorded once the engine had computed any of it (it filled the cache), its `kvtestbed` object
+saying `aborted`: true.
 
 - Nothing is overwritten: the file is opened for appending, and each line is written whole and at once
   (one write of the encoded line, newline last), so a crash loses at most the requests in flight.
@@ -25,19 +31,22 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from engine.errors import OutputError
+from engine.runtime.outputs import Generation
 from engine.serve.chat_request import ChatRequest
-from engine.serve.recorded_body import recorded_body
+from engine.serve.recorded_body import as_sent, recorded_body
 
 log = logging.getLogger("kvtestbed.serve")
 CHUNK = 1 << 20  # bytes read at a time looking back for the last newline
 
-# How a response is recorded: (request, the usage it answered, its kvtestbed object).
-Record = Callable[[ChatRequest, dict[str, Any], dict[str, Any]], None]
+# How a response is recorded: (request, its generation, the usage it answered, its kvtestbed object).
+Record = Callable[[ChatRequest, Generation, dict[str, Any], dict[str, Any]], None]
 
 
 class Recorder:
@@ -49,15 +58,19 @@ class Recorder:
         except OSError as e:
             raise OutputError(f"--record {path}: cannot open for appending: {e.strerror or e}") from None
         self.path, self.lock = path, threading.Lock()
+        self.started = time.time()  # names this server's run: its engine counts steps from 1
         self.lines = 0  # written by this server
         self.stopped: str | None = None  # why recording stopped; None while it goes on
 
-    def write(self, req: ChatRequest, usage: dict[str, Any], report: dict[str, Any]) -> None:
+    def write(
+        self, req: ChatRequest, generation: Generation, usage: dict[str, Any], report: dict[str, Any]
+    ) -> None:
+        body, continues = as_sent(req.body, req.notes.get("previous_response_id"))
         line = {
             "timestamp": req.submitted,
             "session_id": report["session_id"],
             "format": req.api,
-            "body": recorded_body(req.body),
+            "body": recorded_body(body),
             "usage": usage,
             "kvtestbed": report,
         }
@@ -65,6 +78,12 @@ class Recorder:
             line["sampled"] = req.sampled.record()
         if req.as_sampled:
             line["as_sampled"] = [use.record() for use in req.as_sampled]
+        if continues is not None:
+            line["continues"] = continues
+        if req.output is not None:
+            line["output"] = req.output
+        if generation.steps is not None:
+            line["steps"] = {"server": self.started} | asdict(generation.steps)
         try:
             data = (json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n").encode()
         except ValueError:  # a non-finite number of the server's own making: a bug, not the client's

@@ -16,7 +16,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from engine.traces.responses import DROPPED
+from engine.traces.response_chain import compact
+from engine.traces.responses import rendered_items
 
 CAPACITY = 256
 MAX_BYTES = 256 << 20
@@ -44,8 +45,7 @@ class ResponseStore:
         return json.loads(kept.conversation)
 
     def keep(self, response_id: str, owner: str, conversation: list[Any]) -> None:
-        rendered = [i for i in conversation if not (isinstance(i, dict) and i.get("type") in DROPPED)]
-        data = json.dumps(rendered, ensure_ascii=False, separators=(",", ":")).encode()
+        data = compact(rendered_items(conversation))
         self.items[response_id] = Kept(owner, data)
         self.bytes += len(data)
         while len(self.items) > 1 and (len(self.items) > self.capacity or self.bytes > self.max_bytes):

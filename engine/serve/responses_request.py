@@ -6,12 +6,12 @@ parts, `function_call` and `function_call_output` items; `reasoning` items accep
 body replays to the same tokens. Tools a provider runs or groups itself (`web_search`, `namespace`,
 `file_search`, ...) are accepted and not offered to the model: the `kvtestbed` object lists them
 (`tools_not_offered`). `previous_response_id` continues a response this server keeps
-(engine/serve/response_store.py): its conversation comes first, and the recorded body holds the whole
-`input`; it is only found by the client identity that made it (a 404 for anyone else, as for an unknown
-id). What asks a hosted model for something a local one does not do (`reasoning`, `include`,
-`text.verbosity`) is accepted and noted in `not_applied`; fields that change nothing here are accepted;
-what would change the answer in a way this engine does not implement is refused by name, and so are
-unknown fields, as OpenAI refuses them.
+(engine/serve/response_store.py): its conversation comes first (the record keeps the body as sent and
+refers to that conversation: engine/serve/recorded_body.py); it is only found by the client identity that
+made it (a 404 for anyone else, as for an unknown id). What asks a hosted model for something a local
+one does not do (`reasoning`, `include`, `text.verbosity`) is accepted and noted in `not_applied`; fields
+that change nothing here are accepted; what would change the answer in a way this engine does not
+implement is refused by name, and so are unknown fields, as OpenAI refuses them.
 """
 
 from __future__ import annotations

@@ -163,7 +163,8 @@ def response_object(req: ChatRequest, status: str, output: list[Any], **final: A
 def _finished(
     req: ChatRequest, fin: Finished, outcome: Outcome, out: OutputItems, kept: ResponseStore
 ) -> dict[str, Any]:
-    """The completed (or incomplete) response object; kept for `previous_response_id` unless `store: false`."""
+    """The completed (or incomplete) response object; kept for `previous_response_id` unless `store: false`
+    (its output items then also on `req.output`, for the record)."""
     cut = outcome.reason == "length"
     final: dict[str, Any] = {"usage": usage(fin), "kvtestbed": outcome.report}
     if cut:
@@ -172,6 +173,7 @@ def _finished(
         final["completed_at"] = int(time.time())
     if req.body.get("store", True) is not False:
         kept.keep(req.request_id, req.client.identity, input_items(req.body) + out.items)
+        req.output = out.items
     return response_object(req, "incomplete" if cut else "completed", out.items, **final)
 
 
@@ -243,5 +245,6 @@ async def _events(
                 yield send(e)
             final = _finished(req, event, outcome, out, kept)
             kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
-            record(req, usage(event), final["kvtestbed"])  # before the last event: a client may go after it
+            # before the last event: a client may go after it
+            record(req, event.generation, usage(event), final["kvtestbed"])
             yield send({"type": kind, "response": final})

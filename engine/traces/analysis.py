@@ -6,8 +6,9 @@ request) and by each chosen hosted rule. Per request: prompt and cached tokens, 
 where the prompt first differs from the request it continues plus that request's reply (token, region,
 text, and the doctor's cause of it: `engine.traces.doctor.hint`), per rule the cached tokens and input
 cost, the usage the provider recorded where the trace has it, and per cache (each rule, and the recorded
-usage) where a miss came from (`engine.traces.miss_reasons`), and the recorded reads and writes the
-trace's own requests cannot explain (`engine.traces.unexplained`).
+usage) where a miss came from (`engine.traces.miss_reasons`; for this project's server, the reason it
+reported), and the recorded reads and writes the trace's own requests cannot explain
+(`engine.traces.unexplained`).
 A usage-only request (no content in the trace) gets its recorded figures and recorded miss reason only.
 """
 
@@ -149,6 +150,7 @@ class Analyzer:
             req.cache_key,
             req.cache_retention,
             req.cache_salt,
+            req.steps,
         )
 
     def run(
@@ -180,7 +182,12 @@ class Analyzer:
                 record, state = _usage_only(req, times[i], turn), None
             record.gap_s = gap
             outcome = recorded_outcome(req, prev, gap)
-            if outcome is not None:  # this project's server caches rendered tokens, as the local rule does
+            if (
+                outcome is not None and req.recorded.miss is not None
+            ):  # the reporter's own reason (our server)
+                reason, missed = req.recorded.miss
+                record.misses[RECORDED] = Miss(reason, missed) if reason is not None else None
+            elif outcome is not None:  # this project's server caches rendered tokens, as the local rule does
                 by_tokens = record.token_change if req.recorded.provider == SERVER else None
                 record.misses[RECORDED] = miss_reason(prev, req, outcome, by_tokens)
             out.append(record)

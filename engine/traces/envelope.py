@@ -16,16 +16,20 @@ envelope may say besides:
   to its cache (`cache_written_tokens`) as the writes on either API, whether the reply was cut at its token
   limit or by its client leaving (`finish_reason` `length` or `abort`: no end-of-turn token was generated, so
   none was cached), and its cache
-  namespace, the served model name (`model`) and, under `--isolate-cache`, the client's (`cache_scope`).
+  namespace, the served model name (`model`) and, under `--isolate-cache`, the client's (`cache_scope`);
+- `steps`: that server's run and the engine steps that admitted the request and published its blocks
+  (`ServedSteps`), so requests the engine batched in one step are replayed as it served them.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.traces.fields import FieldError, expect, token_count
 from engine.traces.records import seconds
+from engine.traces.request import ServedSteps
 from engine.traces.usage import PROVIDERS, RecordedUsage, anthropic_usage, openai_usage, provider_of
 
 TIME_KEYS = ("timestamp", "ts", "time", "created_at")
@@ -43,6 +47,7 @@ class Envelope:
     usage: Any = None  # the response's usage object, where the envelope holds it
     server: dict[str, Any] | None = None  # engine.serve's report on the request
     provider: str | None = None  # who reported the usage, where the envelope names it
+    steps: Any = None  # engine.serve's `steps`: when its engine admitted the request and published its blocks
 
 
 def _timestamp(value: Any) -> float | None:
@@ -68,7 +73,7 @@ def unwrap(entry: Any) -> Envelope:
     provider = entry.get("provider")
     if provider is not None and provider not in PROVIDERS:
         raise FieldError("provider", f"expected one of {', '.join(PROVIDERS)}, got {provider!r:.40}")
-    return Envelope(body, when, session, fmt, entry.get("usage"), server, provider)
+    return Envelope(body, when, session, fmt, entry.get("usage"), server, provider, entry.get("steps"))
 
 
 def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedUsage | None:
@@ -88,6 +93,8 @@ def recorded_usage(envelope: Envelope, fmt: str, model: str | None) -> RecordedU
             usage,
             cache_write_tokens=token_count(server["cache_written_tokens"], f"{SERVER}.cache_written_tokens"),
         )
+    if server is not None and "miss_reason" in server:
+        usage = replace(usage, miss=_server_miss(server))
     return usage
 
 
@@ -106,3 +113,47 @@ def cache_salt(envelope: Envelope, model: str | None) -> str:
     name = name if isinstance(name, str) else ""
     scope = envelope.server.get("cache_scope")
     return f"{name}\0{scope}" if isinstance(scope, str) else name
+
+
+def served_steps(envelope: Envelope) -> ServedSteps | None:
+    """The engine steps the server recorded for the request (`steps`); None where the line holds none."""
+    if envelope.steps is None:
+        return None
+    raw = expect(envelope.steps, dict, "steps")
+    server = raw.get("server")
+    if isinstance(server, bool) or not isinstance(server, int | float) or not math.isfinite(server):
+        raise FieldError(
+            "steps.server", f"expected when the server began recording (seconds), got {server!r:.40}"
+        )
+    published = []
+    for k, pair in enumerate(expect(raw.get("published", []), list, "steps.published")):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise FieldError(f"steps.published[{k}]", f"expected [step, tokens], got {pair!r:.40}")
+        published.append(
+            (_step(pair[0], f"steps.published[{k}][0]"), token_count(pair[1], f"steps.published[{k}][1]"))
+        )
+    return ServedSteps(float(server), _step(raw.get("admitted"), "steps.admitted"), tuple(published))
+
+
+def _step(value: Any, field_path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
+        raise FieldError(field_path, f"expected an engine step (a positive integer), got {value!r:.40}")
+    return value
+
+
+def _server_miss(server: dict[str, Any]) -> tuple[str | None, int]:
+    """The server's own miss reason (engine.serve.miss_reason) and the tokens it cost: the prompt for a first
+    request or a lost one, the expected tokens not served for an eviction, else the previous request's tokens
+    after the change."""
+    reason = server["miss_reason"]
+    if reason is None:
+        return None, 0
+    expect(reason, str, f"{SERVER}.miss_reason")
+    if reason in ("first_request", "previous_message_not_found"):
+        return reason, token_count(server.get("prompt_tokens"), f"{SERVER}.prompt_tokens")
+    if reason == "evicted":
+        expected = token_count(server.get("expected_cached_tokens"), f"{SERVER}.expected_cached_tokens")
+        return reason, max(expected - token_count(server.get("cached_tokens"), f"{SERVER}.cached_tokens"), 0)
+    divergence = server.get("divergence")
+    lost = divergence.get("lost_tokens", 0) if isinstance(divergence, dict) else 0
+    return reason, token_count(lost, f"{SERVER}.divergence.lost_tokens")

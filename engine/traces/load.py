@@ -6,10 +6,11 @@ A request may be wrapped in a log envelope (`engine.traces.envelope`): its time,
 trace's path as given: two files of one name in two folders are two sessions), the format of its body (a
 file may then mix APIs, as the server's `--record` files do; bodies of no declared format are detected, and
 must agree), the usage the response reported, the replies the server rendered back as its model sampled
-them (`engine.traces.as_sampled`). Anything malformed, a lone surrogate included, is refused naming the file,
-the request (1-based) and the field. Files that harnesses, proxies and tracers write (Claude Code, Codex,
-claude-trace, HAR, OpenTelemetry) are detected as a whole and read by their own readers
-(`engine.traces.file_readers`).
+them (`engine.traces.as_sampled`). A Responses request the server recorded by reference to the response it
+continued is rebuilt whole from the file's other lines (`engine.traces.response_chain`). Anything malformed,
+a lone surrogate included, is refused naming the file, the request (1-based) and the field. Files that
+harnesses, proxies and tracers write (Claude Code, Codex, claude-trace, HAR, OpenTelemetry) are detected as
+a whole and read by their own readers (`engine.traces.file_readers`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from typing import Any
 
 from engine.errors import TraceError
 from engine.traces.as_sampled import SampledReplies
-from engine.traces.envelope import cache_salt, recorded_usage, reply_cut, unwrap
+from engine.traces.envelope import cache_salt, recorded_usage, reply_cut, served_steps, unwrap
 from engine.traces.fields import JSONLimitError, loads, refuse_lone_surrogates
 from engine.traces.file_readers import read_file
 from engine.traces.formats import FILE_FORMATS, FORMATS, PARSERS, detect, detect_file
 from engine.traces.records import read_text
 from engine.traces.request import FieldError, TraceRequest
+from engine.traces.response_chain import ChainRebuilder
 
 
 def read_entries(path: Path, text: str | None = None) -> list[Any]:
@@ -87,10 +89,11 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
     served = True  # every line engine.serve's own --record line
     entries = read_entries(path, text)
     replies = SampledReplies(entries)  # the server's replies as sampled, which its later prompts render
+    chains = ChainRebuilder(entries)  # Responses continuations the server recorded by reference
     for i, entry in enumerate(entries):
         try:
             refuse_lone_surrogates(entry)
-            envelope = unwrap(entry)
+            envelope = unwrap(chains.whole(entry))
             kind = fmt or envelope.format
             if kind is None:  # detected, and every undeclared body read in the first format detected
                 kind = detect(envelope.body)
@@ -104,6 +107,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                 kind = found or "openai-chat"
             req = replies.apply(entry, PARSERS[kind](envelope.body))
             recorded = recorded_usage(envelope, kind, req.model)
+            steps = served_steps(envelope)
             served = served and envelope.server is not None and envelope.time is not None
         except FieldError as e:
             raise TraceError(f"{path}: request {i + 1}: {e}") from None
@@ -116,6 +120,7 @@ def load_trace(path: Path, fmt: str | None = None, name: str | None = None) -> l
                 reply_cut=reply_cut(envelope),
                 cache_salt=cache_salt(envelope, req.model),
                 source_format=kind,
+                steps=steps,
             )
         )
     if served:  # engine.serve writes a line as its request finishes: concurrent requests of one session

@@ -45,6 +45,17 @@ class ContentBlock:
 
 
 @dataclass(frozen=True)
+class ServedSteps:
+    """When this project's server ran a request, from its own record (`steps`): its run (`server`: when it
+    began recording), the engine step whose lookup served the prompt (`admitted`), and after which steps the
+    request's published blocks held how many of its tokens, prompt then reply (`published`: (step, tokens))."""
+
+    server: float
+    admitted: int
+    published: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class TraceRequest:
     messages: list[Message]  # [] only for a usage-only request (a span exported without content)
     tools: list[dict[str, Any]] | None = None
@@ -71,6 +82,7 @@ class TraceRequest:
     # as rendered), and the reply its own response gave out (engine/prompts/sampled.py)
     as_sampled: tuple[SampledUse, ...] = ()
     sampled: SampledReply | None = None
+    steps: ServedSteps | None = None  # when the server that recorded it admitted it and published its blocks
 
 
 def ttl_of(cache_control: Any, field_path: str) -> float:

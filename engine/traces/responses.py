@@ -30,6 +30,11 @@ CALLS = {
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
+def rendered_items(items: list[Any]) -> list[Any]:
+    """`items` without those no prompt renders (`DROPPED`)."""
+    return [i for i in items if not (isinstance(i, dict) and i.get("type") in DROPPED)]
+
+
 def _items(body: dict[str, Any]) -> list[Message]:
     raw = body.get("input")
     items = [{"role": "user", "content": raw}] if isinstance(raw, str) else expect(raw, list, "input")

@@ -5,6 +5,8 @@ A request without a timestamp is taken as sent one second after its session's pr
 sessions that lack timestamps. Within a session the requests keep the order they are given in (each one
 extends the conversation of the one before), so a session's times must not go backwards in that order,
 and a session gives every request a time or none: either is refused, naming the session and the requests.
+Requests this project's server recorded with their engine steps keep the places of their run, in the order
+its engine admitted them (so requests batched in one step are replayed as the engine served them).
 """
 
 from __future__ import annotations
@@ -47,10 +49,26 @@ def check_order(requests: Sequence[TraceRequest]) -> None:
 
 
 def interleave(requests: Sequence[TraceRequest]) -> list[TraceRequest]:
-    """The requests in the order they were sent (ties keep the order given), sessions checked first."""
+    """The requests in the order they were sent (ties keep the order given), sessions checked first; those
+    one server's engine ran (recorded with `steps`), in the order it admitted them."""
     check_order(requests)
     times = request_times(requests)
-    return [requests[i] for i in sorted(range(len(requests)), key=lambda i: (times[i], i))]
+    return admitted_order([requests[i] for i in sorted(range(len(requests)), key=lambda i: (times[i], i))])
+
+
+def admitted_order(requests: Sequence[TraceRequest]) -> list[TraceRequest]:
+    """`requests` with those of each server run (`ServedSteps.server`) in the order its engine admitted them
+    (by step; in one step as given), in the places the given order has for that run's requests."""
+    runs: dict[float, list[int]] = {}
+    for i, req in enumerate(requests):
+        if req.steps is not None:
+            runs.setdefault(req.steps.server, []).append(i)
+    out = list(requests)
+    for places in runs.values():
+        admitted = sorted(places, key=lambda i: (requests[i].steps.admitted, i))  # type: ignore[union-attr]
+        for place, i in zip(places, admitted, strict=True):
+            out[place] = requests[i]
+    return out
 
 
 def _utc(seconds: float) -> str:

@@ -29,6 +29,9 @@ class RecordedUsage:
     cache_write_5m_tokens: int | None = None
     cache_write_1h_tokens: int | None = None
     output_tokens: int | None = None
+    # the reporter's own miss reason and the tokens it cost, where it gives one (this project's server; a
+    # reason of None: it missed nothing it could have read)
+    miss: tuple[str | None, int] | None = None
 
     @property
     def cached_share(self) -> float | None:

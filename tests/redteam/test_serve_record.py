@@ -1,6 +1,8 @@
 """`--record` through a chain of `previous_response_id` turns, each carrying a 50 KB reasoning item (Codex's
-encrypted reasoning): the items no prompt renders are recorded as their digest, and the response store
-keeps none of them (a 100-turn chain recorded 254 MB for a 1,608-token prompt)."""
+encrypted reasoning): each line records only the turn's new input (the items no prompt renders as their
+digest) and a reference to the response it continues, the response store keeps none of the unrendered items,
+and the reader rebuilds every turn's whole conversation from the file (a 100-turn chain recorded 254 MB for a
+1,608-token prompt: each turn re-recorded the whole conversation)."""
 
 from __future__ import annotations
 
@@ -8,18 +10,18 @@ import json
 from pathlib import Path
 
 from engine.serve.recorder import Recorder
-from engine.traces.responses import parse_responses
+from engine.traces.load import load_trace
 from tests.redteam.conftest import MODEL, serve
 from tests.redteam.hostile import post
 
 REASONING = {"type": "reasoning", "summary": [], "encrypted_content": "x" * 50_000}
 
 
-def test_a_chain_with_reasoning_items_is_recorded_bounded(tiny_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_chain_with_reasoning_items_is_recorded_linearly(tiny_engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     record = tmp_path / "record.jsonl"
     with serve(tiny_engine, recorder=Recorder(record), default_max_tokens=2) as server:
         previous = None
-        for turn in range(10):
+        for turn in range(30):
             items = [REASONING, {"type": "message", "role": "user", "content": f"turn {turn}"}]
             body = {"model": MODEL, "input": items, "max_output_tokens": 2}
             answer = post(
@@ -28,10 +30,14 @@ def test_a_chain_with_reasoning_items_is_recorded_bounded(tiny_engine, tmp_path:
             assert answer.status == 200, answer.body[:300]
             previous = answer.json()["id"]
         kept = server.state.responses
-        assert kept.bytes < 20_000  # ten conversations of ten short turns, no reasoning item kept
-    lines = [json.loads(line) for line in record.read_text().splitlines()]
-    assert len(lines) == 10 and record.stat().st_size < 100_000  # ten 50 KB items: a digest each
-    last = lines[-1]["body"]
-    assert [i.get("type") for i in last["input"]].count("reasoning") == 1  # only the new input holds one
-    assert "kvtestbed_digest" in last["input"][-2] and "encrypted_content" not in last["input"][-2]
-    assert len(parse_responses(last).messages) == 19  # nine turns and their replies, the tenth: alone
+        assert (
+            kept.bytes < 150_000
+        )  # thirty conversations of up to thirty short turns, no reasoning item kept
+    lines = record.read_text().splitlines()
+    sizes = [len(line.encode()) for line in lines]
+    # a 50 KB item: a digest; no turn re-records the chain (the 30th would hold 29 turns of ~250 bytes)
+    assert len(lines) == 30 and max(sizes) < 4_000
+    last = json.loads(lines[-1])
+    assert last["body"]["previous_response_id"] == last["continues"]["id"] and len(last["body"]["input"]) == 2
+    assert "kvtestbed_digest" in last["body"]["input"][0] and "encrypted_content" not in lines[-1]
+    assert len(load_trace(record)[-1].messages) == 59  # 29 turns and their replies, the 30th: rebuilt whole

@@ -93,6 +93,25 @@ def test_a_prefix_published_in_flight_serves_the_next_request(tiny_dir, load) ->
     assert done[second].usage.cached_tokens == 64 and done[first].usage.cached_tokens == 0
 
 
+def test_the_steps_that_admit_a_request_and_publish_its_blocks_are_noted(tiny_dir, load) -> None:
+    """Two requests sharing 64 tokens admitted in one step read nothing of each other (`CacheSteps`: the same
+    step, their prompts' blocks published after it, the first one's reply blocks after later steps); a third
+    admitted after that step reads their blocks."""
+    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024)
+    shared = tokens(64, 21)
+    first, second = (e.add_request(shared + [n], max_new_tokens=n, ignore_eos=True) for n in (20, 2))
+    e.step()
+    third = e.add_request(shared + [7, 8], max_new_tokens=1)
+    done = {}
+    while e.has_unfinished():
+        done |= {o.request_id: o.generation for o in e.step() if o.finished}
+    a, b, c = (done[r].steps for r in (first, second, third))
+    assert a.admitted == b.admitted == 1 and c.admitted == 2 == e.steps - 18
+    assert [done[r].usage.cached_tokens for r in (first, second, third)] == [0, 0, 64]
+    assert b.published == [(1, 64)] and a.published == [(1, 64), (16, 80)]  # 65 + 15 tokens through step 16
+    assert c.published == []  # its prompt adds no full block to the cached 64
+
+
 def test_a_long_prompt_is_prefilled_in_chunks_beside_decoding(tiny_dir, load, cache_tol) -> None:
     e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024, prefill_chunk=24)
     short, long = tokens(10, 30), tokens(100, 31)

@@ -56,6 +56,7 @@ def test_an_abandoned_request_is_recorded_and_remembered(
         report = line["kvtestbed"]
         assert (report["request_id"], report["aborted"], report["finish_reason"]) == (left, True, "abort")
         assert line["usage"]["prompt_tokens"] == report["prompt_tokens"] > 0 and line["body"]["stream"]
+        assert line["steps"]["admitted"] >= 1 and line["steps"]["published"]  # its blocks stay cached
         assert 1 <= report["completion_tokens"] < BODY["max_tokens"]
         page = httpx.get(server.url + "/v1/kvtestbed/requests", timeout=60).json()["requests"]
         assert [(r["request_id"], r["aborted"]) for r in page] == [(left, True)]

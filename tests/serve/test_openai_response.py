@@ -31,7 +31,7 @@ def test_a_stream_accumulates_to_the_same_answer() -> None:
     fin = finished("Checking.\n" + CALL)
     pieces = ["Check", "ing.\n<tool", "_call>\n", CALL[12:]]
     sent = collect(openai_response.stream(request(), replay(events(pieces, fin)), record))
-    assert sent[-1] == (None, "[DONE]") and RECORDED[-1][1]["prompt_tokens"] == 40
+    assert sent[-1] == (None, "[DONE]") and RECORDED[-1][2]["prompt_tokens"] == 40
     state = ChatCompletionStreamState()
     for _, data in sent[:-1]:
         state.handle_chunk(ChatCompletionChunk.model_validate(data))

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from engine.serve.recorded_body import DIGEST, FIELD_BYTES, MARKER_BYTES, NO_EFFECT, compact, recorded_body
+from engine.serve.recorded_body import FIELD_BYTES, MARKER_BYTES, NO_EFFECT, as_sent, recorded_body
 from engine.traces.anthropic_messages import parse_anthropic
+from engine.traces.response_chain import DIGEST, compact
 from tests.serve.clients import MODEL
 from tests.serve.conftest import Server, http
 
@@ -113,3 +114,18 @@ def test_the_issues_20_mb_metadata_against_the_server(smollm2_server: Server) ->
         DIGEST: sha({"junk": marker["junk"]}),
         "bytes": len(compact({"junk": marker["junk"]})),
     }
+
+
+def test_a_continuation_is_recorded_as_sent_with_a_reference() -> None:
+    """The body the server merged (the kept conversation, then the new input) back as the client sent it, and
+    the reference: the response, the items put first and their digest, as the store holds them."""
+    history = [{"type": "message", "role": "user", "content": "hi"}, {"type": "message", "role": "assistant"}]
+    new = [
+        {"type": "reasoning", "encrypted_content": "x" * 100},
+        {"type": "message", "role": "user", "content": "?"},
+    ]
+    sent, continues = as_sent({"model": "m", "input": history + new}, {"id": "resp_1", "items": 2})
+    assert sent == {"model": "m", "input": new, "previous_response_id": "resp_1"}
+    assert continues == {"id": "resp_1", "items": 2, DIGEST: sha(history), "bytes": len(compact(history))}
+    body = {"model": "m", "input": "hello"}
+    assert as_sent(body, None) == (body, None)  # nothing continued: as it is

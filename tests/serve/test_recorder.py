@@ -137,7 +137,7 @@ def anthropic_conversation(server: Server) -> list[int]:
 
 def responses_conversation(server: Server) -> list[int]:
     """Turn 1 with tools, whole; turn 2 streamed, continuing it by previous_response_id with a tool call and
-    its result (the recording holds the whole conversation)."""
+    its result (the recording holds the new input and a reference to the first response)."""
     client = openai_client(server)
     options = {
         "model": MODEL,
@@ -220,11 +220,15 @@ def request(number: int, body: dict[str, Any] | None = None) -> Any:
         request_id=f"r{number}",
         sampled=None,
         as_sampled=(),
+        notes={},
+        output=None,
     )
 
 
 def write(recorder: Recorder, number: int, body: dict[str, Any] | None = None) -> None:
-    recorder.write(request(number, body), {"prompt_tokens": 1}, {"session_id": "s"})
+    recorder.write(
+        request(number, body), SimpleNamespace(steps=None), {"prompt_tokens": 1}, {"session_id": "s"}
+    )
 
 
 def lines_of(path: Path) -> list[Any]:

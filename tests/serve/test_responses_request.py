@@ -64,7 +64,7 @@ def test_previous_response_id_continues_a_kept_response() -> None:
         ("assistant", "hello"),
         ("user", "again"),
     ]
-    assert "previous_response_id" not in req.body and len(req.body["input"]) == 3  # recorded whole
+    assert "previous_response_id" not in req.body and len(req.body["input"]) == 3  # rendered whole
     assert req.notes["previous_response_id"] == {"id": "resp_1", "items": 2}
     kept.keep("resp_2", "anonymous", [])
     kept.keep("resp_3", "anonymous", [])  # over capacity: resp_1 is forgotten

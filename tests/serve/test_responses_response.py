@@ -90,7 +90,7 @@ def test_a_stream_in_the_documented_order_accumulates_to_the_same_response() -> 
     streamed = Response.model_validate(final)
     assert streamed.output[0].content[0].text == "Checking." and streamed.output[1].name == "get_weather"
     assert final["usage"]["input_tokens_details"]["cached_tokens"] == 16 and final["kvtestbed"]
-    assert RECORDED[-1][1]["input_tokens"] == 40
+    assert RECORDED[-1][2]["input_tokens"] == 40
     whole_req = request(stream=False)
     whole_req.body = req.body
     whole = responses_response.response(whole_req, fin, kept)

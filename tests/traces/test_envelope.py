@@ -1,6 +1,7 @@
 """Log envelopes: a body's declared format (a file may mix APIs), the response's usage as recorded usage, and
 what engine.serve's own report adds (its provider, its cache writes on either API, a reply cut at its token
-limit, its per-model cache namespace)."""
+limit, its per-model cache namespace, its own miss reason, the engine steps that admitted the request and published
+its blocks)."""
 
 from __future__ import annotations
 
@@ -137,3 +138,26 @@ def test_the_provider_named_or_inferred_from_the_usage_and_model(tmp_path: Path)
     bad = write(tmp_path / "bad.jsonl", {"body": CHAT, "usage": openai_form, "provider": "acme"})
     with pytest.raises(TraceError, match=r"request 1: provider: expected one of openai, anthropic, deepseek"):
         load_trace(bad)
+
+
+def test_the_servers_miss_reason_and_engine_steps(tmp_path: Path) -> None:
+    """The recorded miss is the server's own reason (a retokenized reply is no miss a replay can see in the
+    text), costing the previous tokens after the change; `steps` are read, malformed ones refused by field."""
+    line = {"timestamp": 1.0, "format": "openai-chat", "body": CHAT, "usage": {"prompt_tokens": 40}}
+    retokenized = {"miss_reason": "reply_retokenized", "divergence": {"lost_tokens": 7}, "cached_tokens": 16}
+    steps = {"server": 5.0, "admitted": 3, "published": [[3, 32], [9, 48]]}
+    path = write(
+        tmp_path / "record.jsonl",
+        line | {"kvtestbed": retokenized, "steps": steps},
+        line | {"timestamp": 2.0, "kvtestbed": {"miss_reason": None}},
+        line | {"timestamp": 3.0, "kvtestbed": {"model": "m"}},  # an older report without the field
+    )
+    first, second, third = load_trace(path)
+    assert first.recorded.miss == ("reply_retokenized", 7)
+    assert first.steps is not None and (first.steps.server, first.steps.admitted) == (5.0, 3)
+    assert first.steps.published == ((3, 32), (9, 48))
+    assert second.recorded.miss == (None, 0) and second.steps is None and third.recorded.miss is None
+    for bad, where in [({"admitted": 0}, "steps.admitted"), ({"published": [[1]]}, r"steps.published\[0\]")]:
+        write(path, line | {"kvtestbed": {}, "steps": steps | bad})
+        with pytest.raises(TraceError, match=f"request 1: {where}"):
+            load_trace(path)

@@ -1,12 +1,13 @@
 """Sessions interleaved by time: a session's requests keep their order, so times that go backwards within
-a session, or a session that times only some of its requests, are refused naming the session."""
+a session, or a session that times only some of its requests, are refused naming the session; requests a server
+recorded with their engine steps replay in the order its engine admitted them."""
 
 from __future__ import annotations
 
 import pytest
 
 from engine.errors import TraceError
-from engine.traces.request import TraceRequest
+from engine.traces.request import ServedSteps, TraceRequest
 from engine.traces.sessions import interleave
 
 
@@ -44,3 +45,15 @@ def test_equal_times_and_other_sessions_going_back_are_fine() -> None:
         ("b", 20.0),
         ("a", 30.0),
     ]
+
+
+def test_a_servers_requests_replay_in_the_order_its_engine_admitted_them() -> None:
+    """Sent at 1, 2, 3 s but admitted in steps 5, 4, 4 (the first one's tokenizing took longest): their run's
+    places in the time order hold them by step; another trace's request keeps its place between them."""
+
+    def served(name: str, sent: float, step: int) -> TraceRequest:
+        return TraceRequest([], session=name, timestamp=sent, steps=ServedSteps(100.0, step))
+
+    a, b, c = served("a", 1.0, 5), served("b", 2.0, 4), served("c", 3.0, 4)
+    other = TraceRequest([], session="other", timestamp=2.5)
+    assert interleave([a, b, c, other]) == [b, c, other, a]

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from engine.traces.request import ServedSteps
+
 
 @dataclass(frozen=True)
 class RulePrompt:
@@ -26,6 +28,7 @@ class RulePrompt:
     cache_key: str | None = None  # OpenAI `prompt_cache_key`
     retention: str | None = None  # OpenAI `prompt_cache_retention`
     cache_salt: str = ""  # the local cache's namespace for it (a server's per-model namespace)
+    steps: ServedSteps | None = None  # when the server that recorded it admitted it and published its blocks
 
 
 @dataclass(frozen=True)

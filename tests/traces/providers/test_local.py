@@ -1,11 +1,13 @@
 """The local rule drives the engine's BlockManager as a replay would: block-aligned, last token never served,
-the reply's blocks published, LRU eviction at capacity."""
+the reply's blocks published, LRU eviction at capacity; a request recorded with its engine steps served as that
+engine served it (requests admitted in one step read none of each other's blocks)."""
 
 from __future__ import annotations
 
 from engine.kv.block_manager import BlockManager
 from engine.traces.providers.base import RulePrompt
 from engine.traces.providers.local import LocalRule
+from engine.traces.request import ServedSteps
 
 
 def rule(blocks: int = 64) -> LocalRule:
@@ -61,3 +63,28 @@ def test_a_request_the_whole_cache_cannot_hold_is_refused_as_a_replay_refuses_it
         and refused.why_none == "refused: needs 65 tokens, over the local cache's 64"
     )
     assert r.serve(RulePrompt(list(range(60)), 2.0)).cached_tokens == 48  # what the first one stored
+
+
+def test_requests_admitted_in_one_step_read_none_of_each_others_blocks() -> None:
+    """Two requests sharing 64 tokens admitted in step 1 (their prompts published after it, a's reply after
+    step 3) read nothing of each other; a third admitted in step 2 reads their prompts, not a's reply yet; a
+    fourth admitted in step 4 reads the reply; one without steps first gets everything still due."""
+    r, shared = rule(), list(range(64))
+    a, b, reply = shared + [100] * 10, shared + [200] * 10, [300 + i for i in range(40)]
+
+    def served(
+        ids: list[int],
+        admitted: int,
+        published: tuple[tuple[int, int], ...],
+        reply_ids: list[int] | None = None,
+    ) -> int:
+        steps = ServedSteps(1.0, admitted, published)
+        return r.serve(RulePrompt(ids, 0.0, reply_ids=reply_ids or [], steps=steps)).cached_tokens
+
+    assert served(a, 1, ((1, 64), (3, 96)), reply) == 0
+    assert served(b, 1, ((1, 64),)) == 0  # sequentially served it would read a's 64
+    assert served(a + reply[:30], 2, ()) == 64  # a's prompt blocks, published after step 1; its reply not yet
+    assert served(a + reply[:30], 4, ()) == 96  # after step 3: a's prompt and reply through 96 tokens
+    c = list(range(1000, 1040))
+    assert served(c, 5, ((5, 32),)) == 0
+    assert r.serve(RulePrompt(c + [1], 0.0)).cached_tokens == 32  # a request without steps: all due published
