@@ -34,9 +34,11 @@ def test_a_chain_with_reasoning_items_is_recorded_linearly(tiny_engine, tmp_path
             kept.bytes < 150_000
         )  # thirty conversations of up to thirty short turns, no reasoning item kept
     lines = record.read_text().splitlines()
-    sizes = [len(line.encode()) for line in lines]
-    # a 50 KB item: a digest; no turn re-records the chain (the 30th would hold 29 turns of ~250 bytes)
-    assert len(lines) == 30 and max(sizes) < 4_000
+    # a 50 KB item: a digest; no turn re-records the chain (the 30th would hold 29 turns of ~250 bytes); what
+    # grows is `as_sampled`, one short reference per earlier reply the server rendered as sampled (~75 bytes)
+    as_sampled = [len(json.dumps(json.loads(line).get("as_sampled", []))) for line in lines]
+    sizes = [len(line.encode()) - grown for line, grown in zip(lines, as_sampled, strict=True)]
+    assert len(lines) == 30 and max(sizes) < 4_000 and max(as_sampled) < 30 * 100
     last = json.loads(lines[-1])
     assert last["body"]["previous_response_id"] == last["continues"]["id"] and len(last["body"]["input"]) == 2
     assert "kvtestbed_digest" in last["body"]["input"][0] and "encrypted_content" not in lines[-1]
