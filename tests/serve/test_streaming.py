@@ -4,7 +4,6 @@ name as soon as it is read, then its argument fragments; and all of it adds up t
 from __future__ import annotations
 
 import itertools
-import time
 
 from engine.prompts.chat import HERMES, LLAMA3_JSON
 from engine.serve.streaming import AnswerStream, sse
@@ -68,28 +67,6 @@ def test_sse_lines() -> None:
     assert sse({"a": 1}) == 'data: {"a": 1}\n\n'
     assert sse("[DONE]") == "data: [DONE]\n\n"
     assert sse({"type": "ping"}, "ping") == 'event: ping\ndata: {"type": "ping"}\n\n'
-
-
-def _stream_cost(chars: int, stop: list[str], tools: str | None) -> float:
-    """CPU seconds to stream a reply of `chars` characters, 2 a delta, with `stop` held back (best of 3)."""
-    deltas = ["ab"] * (chars // 2)
-    best = float("inf")
-    for _ in range(3):
-        start = time.process_time()
-        stream = AnswerStream(stop, tools)
-        for d in deltas:
-            stream.feed(d)
-        stream.finish("ab" * (chars // 2))
-        best = min(best, time.process_time() - start)
-    return best
-
-
-def test_a_long_reply_streams_in_time_linear_in_its_length() -> None:
-    """A 100,000-character reply against a quarter of it: about 4x the work (a copy of the whole reply,
-    or a scan of it for stop strings, per delta would make it 16x)."""
-    for stop, tools in (([], None), (["</stop>", "abababX"], None), (["END"], HERMES)):
-        small, large = _stream_cost(25_000, stop, tools), _stream_cost(100_000, stop, tools)
-        assert large < 8 * max(small, 1e-3), (stop, tools, small, large)
 
 
 class Counted(str):

@@ -20,7 +20,6 @@ from engine.bench.workloads.agent_status import (
 from engine.bench.workloads.costs import (
     append_extra_tokens,
     break_even_between,
-    measure_token_costs,
     replace_extra_tokens,
 )
 from engine.errors import InvalidArgumentError
@@ -77,15 +76,6 @@ def test_cost_model_is_consistent() -> None:
     assert math.isclose(append_extra_tokens(s, r, n, alpha), replace_extra_tokens(s, r, n, alpha))
     assert append_extra_tokens(s, 2 * r, n, alpha) < replace_extra_tokens(s, 2 * r, n, alpha)
     assert replace_extra_tokens(s, 100, 1, alpha) == 0  # a single update replaces nothing
-
-
-def test_token_costs_are_measured(run) -> None:
-    e, _, _ = run
-    # new and 2 x new both above WEIGHT_FIRST_ROWS: at 64 rows the tiny model's linear layers take the
-    # weight-first path, which costs it more than 128 rows through F.linear, so a slope across it is not c
-    costs = measure_token_costs(e, context=256, new=96, repeats=2)
-    assert costs.c > 0 and len(costs.alphas) == 2 and all(math.isfinite(a) for a in costs.alphas)
-    assert min(costs.alphas) <= costs.alpha <= max(costs.alphas)
 
 
 def test_sizes_below_the_fixed_text_are_refused_not_raised(run) -> None:
