@@ -4,8 +4,10 @@ oldest past its bytes; through in-process servers on loopback driven by the offi
 replies forced through the engine, a tool call the model wrote in its own whitespace comes back with no
 token missed (SmolLM2's generic format over Chat Completions, a tiny Qwen's Hermes template over Anthropic
 Messages), a reply holding a character the tokenizer normalizes comes back whole with `--splice-sampled on`
-and labelled `reply_retokenized` with it off, and `bench replay --analyze` of the record gives the cached
-tokens the server reported."""
+and labelled `reply_retokenized` with it off, a call over the Responses API by `previous_response_id` too;
+a call the server no longer keeps is labelled `tool_call_rerendered`, one the client changed
+`messages_changed`; and `bench replay --analyze` of the record gives the cached tokens the server
+reported."""
 
 from __future__ import annotations
 
@@ -74,6 +76,10 @@ def test_the_store_forgets_the_oldest_past_its_bytes() -> None:
 def scripted(model: Engine, tmp_path: Path, lines: list[Any], **options: Any) -> Iterator[InProcess]:
     script = tmp_path / f"replies-{len(list(tmp_path.iterdir()))}.jsonl"
     script.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    # Each server starts on an empty cache: the engine is the module's, and an earlier test's requests may
+    # have left blocks of the same conversation (the Chat and Responses round trips render the same tokens),
+    # which would serve a second request more than its first request left (`whole_reuse`).
+    model.reset_cache()
     state = build_state(model, ["m"], replies=parse_replies(f"script:{script}"), **options)
     with serving(state) as server:
         yield server
@@ -127,6 +133,42 @@ def test_a_generic_format_call_comes_back_with_no_token_missed(smollm2: Engine, 
     with (tmp_path / "replay" / "requests.csv").open() as f:
         replayed = [int(r["cached_tokens"]) for r in csv.DictReader(f)]
     assert replayed == [first["cached_tokens"], second["cached_tokens"]]
+
+
+def test_a_call_over_the_responses_api_comes_back_by_previous_response_id(
+    smollm2: Engine, tmp_path: Path
+) -> None:
+    """The kept conversation of `previous_response_id` carries the function_call item, by its call_id."""
+    with scripted(smollm2, tmp_path, [CALL_TEXT, "Sunny."]) as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=120)
+        ask = {"model": "m", "tools": [WEATHER | {"type": "function"}], "max_output_tokens": 64}
+        first = client.responses.create(input=ASK, **ask)
+        (call,) = [item for item in first.output if item.type == "function_call"]
+        result = {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 21 C."}
+        second = client.responses.create(input=[result], previous_response_id=first.id, **ask)
+    whole_reuse(first.model_extra["kvtestbed"], second.model_extra["kvtestbed"])
+
+
+def test_a_call_forgotten_or_changed_names_the_cause(smollm2: Engine, tmp_path: Path) -> None:
+    """A reply no longer kept (pushed out past the bound by a later one) is rendered by the template:
+    `tool_call_rerendered`; a call sent back with other arguments is the client's edit: `messages_changed`."""
+    with scripted(smollm2, tmp_path, [CALL_TEXT, "Sunny."]) as server:
+        server.state.preparer.kept.max_bytes = 0  # only the newest reply is kept
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, timeout=120)
+        ask = {"model": "m", "tools": [{"type": "function", "function": WEATHER}], "max_tokens": 64}
+        reasons = []
+        for other, city in ((True, "Paris"), (False, "Rome")):
+            messages: list[Any] = [{"role": "user", "content": f"{ASK} ({city})"}]
+            first = client.chat.completions.create(messages=messages, **ask)
+            if other:  # another reply, kept after it, pushes it out
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi."}])
+            message = first.choices[0].message.model_dump(exclude_none=True)
+            message["tool_calls"][0]["function"]["arguments"] = json.dumps({"city": city})
+            call_id = message["tool_calls"][0]["id"]
+            messages += [message, {"role": "tool", "tool_call_id": call_id, "content": "Sunny."}]
+            second = client.chat.completions.create(messages=messages, **ask).model_extra["kvtestbed"]
+            reasons.append((second["miss_reason"], second["previous_request_id"] == first.id))
+    assert reasons == [("tool_call_rerendered", True), ("messages_changed", True)]
 
 
 def test_a_hermes_call_comes_back_with_no_token_missed(qwen: Engine, tmp_path: Path) -> None:
