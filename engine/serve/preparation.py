@@ -1,9 +1,8 @@
 """What is done for a request before and after the engine thread holds it, on the preparation threads (a
 small pool; never the engine thread, never the event loop): render with the chat template, refuse a prompt
-far over the context without tokenizing it (engine/prompts/token_bound.py), tokenize (incrementally per
-session), check the context, find the session; and once the request has generated, its report (the
-`kvtestbed` object, the session's memory, the live page). Every check `Engine.add_request` makes is made here
-too, so that a request whose stream has opened is not refused after it.
+far over the context without tokenizing it, tokenize (incrementally per session), check the context and
+what the engine would refuse (engine/serve/request_checks.py), find the session; and once the request has
+generated, its report (the `kvtestbed` object, the session's memory, the live page).
 
 Nothing is kept for a refused request: the session's tokenizer memory and the session store change only
 for a prompt that passed every check. The session store is shared by the pool's threads under one lock.
@@ -17,23 +16,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from engine.arguments import stop_strings
-from engine.errors import CacheCapacityError, InvalidArgumentError
 from engine.prompts.literal import ChatText
 from engine.prompts.regions import RenderedPrompt, common_prefix
 from engine.prompts.sampled import Splice, substituted
 from engine.prompts.token_bound import TokenBound
 from engine.runtime.engine import Engine
 from engine.runtime.outputs import Generation
-from engine.runtime.request import SamplingParams
 from engine.serve.cache_report import build_report, page_entry
-from engine.serve.chat_request import ANTHROPIC, ChatRequest
-from engine.serve.errors import APIError
+from engine.serve.chat_request import ChatRequest
 from engine.serve.kept_replies import KeptReplies
 from engine.serve.metrics import Metrics
 from engine.serve.miss_reason import PastRequest, classify, token_array
 from engine.serve.page import RequestLog
-from engine.serve.reply_budget import reply_budget, too_long
+from engine.serve.reply_budget import reply_budget
+from engine.serve.request_checks import check_engine, check_stop, refuse_far_over
 from engine.serve.scripted_replies import ReplyScript
 from engine.serve.sessions import SessionMatch, SessionStore
 from engine.serve.worker import Finished
@@ -43,7 +39,6 @@ from engine.traces.tokens import TokenizedText
 
 THREADS = 2  # one long tokenization leaves a thread for everyone else
 TOKENIZER_SESSIONS = 64  # sessions whose last prompt the incremental tokenizer keeps (text, ids, offsets)
-STOP_FIELDS = {ANTHROPIC: "stop_sequences"}  # each API's name for stop strings (else OpenAI's `stop`)
 
 
 @dataclass
@@ -88,14 +83,14 @@ class Preparer:
 
     def prepare(self, req: ChatRequest) -> Prepared:
         t0 = time.perf_counter()
-        _check_stop(req)
+        check_stop(req)
         client = req.client
         key = encoder_key(req)
         trace, chat, spliced, edited = self._render(req)
         req.as_sampled = trace.as_sampled
         text = chat.text
         t1 = time.perf_counter()
-        self._refuse_far_over(text)
+        refuse_far_over(self.bound, self.context, text)
         prompt = self.renderer.encoder.encode(text, key, keep=False, literal=chat.literal, spliced=spliced)
         t2 = time.perf_counter()
         budget = reply_budget(
@@ -109,7 +104,7 @@ class Preparer:
         max_new = budget.tokens
         if budget.note is not None:
             req.notes["max_tokens"] = budget.note
-        self._check_engine(req, len(prompt.ids) + max_new, max_new)
+        check_engine(self.engine, req, len(prompt.ids) + max_new, max_new)
         with self.sessions_lock:
             continued = req.notes.get("previous_response_id")
             match = self.sessions.resolve(
@@ -162,34 +157,11 @@ class Preparer:
         """The prompt's tokens as `prepare` makes them (Anthropic's count_tokens); nothing is kept. A prompt
         known to be over the context is refused as `prepare` refuses it, before tokenizing."""
         trace, chat, spliced, _ = self._render(req)
-        self._refuse_far_over(chat.text)
+        refuse_far_over(self.bound, self.context, chat.text)
         encoded = self.renderer.encoder.encode(
             chat.text, trace.session, keep=False, literal=chat.literal, spliced=spliced
         )
         return len(encoded.ids)
-
-    def _refuse_far_over(self, text: str) -> None:
-        """A prompt that takes more tokens than the context, known without tokenizing it, is refused."""
-        fewest = self.bound.fewest_tokens(text)
-        if fewest > self.context:
-            raise too_long(
-                fewest,
-                self.context,
-                at_least=True,
-                how=f"; {len(text)} characters, at most {self.bound.max_chars} a token: refused before tokenizing",
-            )
-
-    def _check_engine(self, req: ChatRequest, tokens: int, max_new: int) -> None:
-        """What `Engine.add_request` would refuse, refused here, before a stream opens: the sampling
-        arguments, and a request the KV cache could never hold."""
-        SamplingParams.checked(max_new, req.temperature, req.top_p, req.seed, req.stop, False)
-        blocks = self.engine.blocks
-        needed = blocks.blocks_for(tokens)
-        if self.engine.cache_enabled and needed > blocks.num_blocks:
-            raise CacheCapacityError(
-                f"request needs {needed} KV blocks ({tokens} tokens at {blocks.block_size} per block) but "
-                f"the cache holds {blocks.num_blocks}; shorten the request or restart with more --cache-tokens"
-            )
 
     def finish(
         self,
@@ -263,13 +235,3 @@ def encoder_key(req: ChatRequest) -> str:
     """Whose incremental-tokenizer memory a request uses: its client's, per named session (a client's
     unnamed requests share one)."""
     return f"{req.client.identity}\0{req.client.session or ''}"
-
-
-def _check_stop(req: ChatRequest) -> None:
-    """The engine's bounds on stop strings (engine/arguments.py: how many, how long each), refused by the
-    field's name in the request's API."""
-    field = STOP_FIELDS.get(req.api, "stop")
-    try:
-        stop_strings(req.stop)
-    except InvalidArgumentError as e:
-        raise APIError(400, field + str(e).removeprefix("stop"), param=field) from None
