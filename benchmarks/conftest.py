@@ -1,7 +1,8 @@
 """Options and fixtures of the benchmark suite (`python -m pytest benchmarks`; never part of `python -m pytest`).
 
 --devices cpu,cuda   which devices (default: every available one: cpu, cuda, mps)
---model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b)
+--model synthetic:…  the weights: a synthetic preset, so nothing is downloaded (default qwen2.5-0.5b); the
+                     lengths its context cannot hold are left out (the run's header names them)
 --long-model …       the long-context cases' model (default synthetic:qwen2.5-0.5b-128k: YaRN, 131,072 tokens)
 --dtype …            default per device: float32 on CPU, bfloat16 on CUDA, float16 on MPS
 --quick              small shapes and a short time budget: a smoke run in a few minutes (= --shapes quick)
@@ -13,14 +14,18 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 import torch
 
 from benchmarks.harness import SHAPES, Pair, Shapes, Solo, available_devices
+from engine.errors import EngineError
+from engine.loading.sources import resolve
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 LOAD_AT_START = os.getloadavg()
@@ -50,9 +55,35 @@ def shapes_name(config: pytest.Config) -> str:
 
 
 def shapes_of(config: pytest.Config) -> Shapes:
+    """The run's shapes, fitted to `--model`'s context (`Shapes.within`)."""
+    return fitted_shapes(config)[0]
+
+
+def fitted_shapes(config: pytest.Config) -> tuple[Shapes, list[str]]:
+    """The shapes named by the options, less the lengths `--model`'s context cannot hold, and those left out."""
     shapes = SHAPES[shapes_name(config)]
     budget = config.getoption("budget")
-    return shapes if budget is None else Shapes(**{**shapes.__dict__, "budget_s": budget})
+    if budget is not None:
+        shapes = replace(shapes, budget_s=budget)
+    model = config.getoption("model")
+    try:
+        return shapes.within(model_context(model))
+    except (EngineError, ValueError) as e:
+        raise pytest.UsageError(f"--model {model}: {e}") from None
+
+
+@functools.cache
+def model_context(model: str) -> int:
+    """The context length a model serves, from its config (no weights read)."""
+    return resolve(model).config.max_position_embeddings
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    _, left_out = fitted_shapes(config)
+    if not left_out:
+        return None
+    context = model_context(config.getoption("model"))
+    return f"left out, over {config.getoption('model')}'s {context:,}-token context: " + "; ".join(left_out)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -132,6 +163,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         torch_threads=torch.get_num_threads(),
         quick=bool(config.getoption("quick")),
         shapes=shapes_name(config),
+        shapes_left_out=fitted_shapes(config)[1],
         load_average_start=[round(x, 2) for x in LOAD_AT_START],
         load_average_end=[round(x, 2) for x in os.getloadavg()],
     )

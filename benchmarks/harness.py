@@ -85,6 +85,37 @@ class Shapes:
             + 1
         )
 
+    def within(self, context: int) -> tuple[Shapes, list[str]]:
+        """These shapes for a model of `context` tokens: every length whose prompt (with the token it
+        generates, and the base prompt's one more) does not fit left out, and what was left out, one entry
+        per field. The long cases are not touched: they run on `--long-model`, of its own context. Raises
+        ValueError where a case every run needs cannot fit (no prefill or decode context left)."""
+        room = context - 2
+
+        def fits(values: tuple[int, ...], extra: int = 0) -> tuple[int, ...]:
+            return tuple(n for n in values if n + extra <= room)
+
+        kept = replace(
+            self,
+            prefill=fits(self.prefill),
+            contexts=fits(self.contexts, max(self.new)),
+            warm=fits(self.warm),
+            warm_peer=fits(self.warm_peer, WARM_NEW),
+        )
+        left_out = [
+            f"{name} {', '.join(f'{n:,}' for n in getattr(self, name) if n not in getattr(kept, name))}"
+            for name in ("prefill", "contexts", "warm", "warm_peer")
+            if getattr(kept, name) != getattr(self, name)
+        ]
+        fixed = max(self.diverging[0], self.batch_context + max(*self.batch, *self.step_batch))
+        if not kept.prefill or not kept.contexts or fixed > room:
+            raise ValueError(
+                f"a {context:,}-token context is too short for these shapes (cold prefills of "
+                f"{min(self.prefill):,}, decode after {min(self.contexts):,} + {max(self.new)} new, "
+                f"prompts of {fixed:,}): choose smaller --shapes"
+            )
+        return kept, left_out
+
 
 BLOCK = 16  # the engine's default block size, which `Pair` runs with
 WARM_NEW = 64  # new tokens after the cached prefix in the warm-against-contiguous case
@@ -330,11 +361,11 @@ def measure_alternating(
     rounds: int,
     setup: Callable[[], None] | None = None,
     **info: Any,
-) -> None:
+) -> list[float]:
     """One round runs both sides back to back, which goes first alternating, so that a neighbour's burst on a
     shared machine meets both. The record keeps the median of the per-round ratios first side / second side
     and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls. `setup`
-    runs before every round, untimed."""
+    runs before every round, untimed. Returns the per-round ratios."""
     first, second = sides
     orders, times = itertools.cycle([(first, second), (second, first)]), []
 
@@ -352,6 +383,7 @@ def measure_alternating(
     benchmark.extra_info.update(
         ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
     )
+    return ratios
 
 
 def cpu_benchmark(
