@@ -75,5 +75,13 @@ class ChatRequest:
 
     @property
     def continues(self) -> bool:
-        """The conversation holds an earlier model turn: it is not the first request of its session."""
-        return any(m["role"] in ("assistant", "tool") for m in self.messages)
+        """The request continues an earlier one, as far as the server can tell: its conversation holds an
+        earlier model turn, and its client names what it continues (a session, or a response by
+        `previous_response_id`) or a tool call or result in it shows a model's turn. Assistant text alone
+        is not taken for one: clients write example turns into a session's first prompt (aider's worked
+        example and acknowledgements), and a final assistant message the answer continues is a prefill."""
+        earlier = self.messages[:-1] if self.continue_final else self.messages
+        if not any(m["role"] in ("assistant", "tool") for m in earlier):
+            return False
+        named = self.client.session is not None or "previous_response_id" in self.notes
+        return named or any(m["role"] == "tool" or m.get("tool_calls") for m in earlier)

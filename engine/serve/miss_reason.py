@@ -10,10 +10,11 @@ served:
 - `first_change`: the first token where the prompt differs from the previous prompt + reply (-1 when it
   extends them, or only repeats a prefix of them), with `lost_tokens`, the previous tokens after it;
 - `reason`, the first that applies:
-  `first_request` (no previous request, and the conversation has no earlier model turn),
-  `previous_message_not_found` (no previous request, but the conversation continues one this server has
-  not seen), `model_changed` (another served model name: another cache namespace), `evicted` (fewer tokens
-  served than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
+  `first_request` (no previous request, and nothing shows the request continues one),
+  `previous_message_not_found` (no previous request, but the request continues one this server has not
+  seen: `ChatRequest.continues`, an earlier model turn its client names or a tool turn shows),
+  `model_changed` (another served model name: another cache namespace), `evicted` (fewer tokens served
+  than expected: blocks of the unchanged prefix were evicted), `reply_retokenized` (the first change
   lies in the previous reply, whose text came back but tokenizes otherwise than the tokens the model
   sampled, the tokenizer's Unicode normalization included (NFC: a sampled U+F9C7 comes back as U+5289):
   `retokenized` holds both tokens' strings around it; the sampled ids are spliced back instead under
@@ -95,7 +96,7 @@ def classify(
     decode: Callable[[Sequence[int]], str],
     edited: bool = False,
 ) -> MissAnalysis:
-    """`continues`: the request's conversation holds an earlier model turn. `region_kind(i)`: the region
+    """`continues`: the request continues an earlier one (`ChatRequest.continues`). `region_kind(i)`: the region
     kind (engine.prompts.regions: system, tools, history, latest_user, status, template) of prompt token i.
     `decode`: token ids to text. `edited`: the client sent a tool call of the previous reply back changed
     (engine/serve/kept_replies.py)."""

@@ -142,6 +142,23 @@ def test_sessions_are_matched_and_misses_explained(smollm2_server: Server) -> No
         model=MODEL, messages=history, max_tokens=2, extra_headers={"X-Session-Id": "never-seen"}, **GREEDY
     ).model_extra["kvtestbed"]
     assert unseen["session_source"] == "header" and unseen["miss_reason"] == "previous_message_not_found"
+    # Named by nothing: example turns (aider's first prompt) open a session; a tool result shows a model's turn.
+    examples = [{"role": "system", "content": "Edit code."}, *history[:2], *history]
+    called = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+    answered = [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [called]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Sunny."},
+    ]
+    for key, messages, source, reason in (
+        ("key-of-aider", examples, "new", "first_request"),
+        ("key-of-an-agent", answered, "new", "previous_message_not_found"),
+    ):
+        reply = client.with_options(api_key=key).chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=2, **GREEDY
+        )
+        report = reply.model_extra["kvtestbed"]
+        assert (report["session_source"], report["miss_reason"]) == (source, reason), key
 
 
 def test_sessions_never_cross_clients(smollm2_server: Server) -> None:
