@@ -31,6 +31,7 @@ from engine.model.sampling import sample_rows
 from engine.prompts.encoder import Prompt
 from engine.runtime.loaded import LoadedModel
 from engine.runtime.outputs import CacheSteps, StepOutput
+from engine.runtime.prefill_share import PrefillShare
 from engine.runtime.request import Request, SamplingParams
 from engine.runtime.runner import ModelRunner
 from engine.runtime.scheduler import Scheduler
@@ -69,9 +70,8 @@ class EngineCore(LoadedModel):
         self._ready: list[StepOutput] = []
         self.steps = 0  # steps scheduled so far: the number of the latest (`CacheSteps`)
         self._lock = threading.RLock()
-        # Seconds owed to steps without a prompt chunk: a step that computed one while others decoded or
-        # waited sets it to its own duration, and steps holding prefills pay it back (engine/runtime/scheduler.py).
-        self._prefill_debt_s = 0.0
+        # Which steps hold the long prefills, so that other requests keep their pace beside them
+        self.share = PrefillShare(self.scheduler)
         # Called from `step` with (request id, cached tokens) when a request is first admitted (its prefix
         # looked up), before that step's forward: a server opens the request's stream then.
         self.on_admitted: Callable[[str, int], None] | None = None
@@ -176,9 +176,8 @@ class EngineCore(LoadedModel):
             return ready
         # One synchronization per step, the sampled tokens' transfer: scheduling and lookup are host work
         # (host clock), and the forward's end is a mark on the device's queue, resolved after it.
-        t0 = time.perf_counter()
-        hold = self._prefill_debt_s > 0 and self.scheduler.waiting_or_decoding()
-        scheduled = self.scheduler.schedule(hold_prefills=hold)
+        t0, share_t0 = time.perf_counter(), self.share.clock()
+        scheduled = self.scheduler.schedule(hold_prefills=self.share.hold())
         t_lookup = time.perf_counter()
         self.steps += 1
         for req in scheduled.admitted:
@@ -213,17 +212,8 @@ class EngineCore(LoadedModel):
                 outputs.append(self._append(req, req.next_token(token), logits[i], t_forward, t_sampled))
             except Exception as error:  # noqa: BLE001 - the request fails alone; the step goes on
                 outputs.append(self._fail(req, error))
-        self._pay_prefill_debt(scheduled.work, hold, time.perf_counter() - t0)
+        self.share.after(scheduled, self.share.clock() - share_t0)
         return outputs
-
-    def _pay_prefill_debt(self, work: list[tuple[Request, int]], held: bool, elapsed_s: float) -> None:
-        """After a step: one that computed a prompt chunk (more than one token) beside the running prefills is
-        owed its duration in steps that hold them while other requests decode or wait; any other step (one
-        that held them, a short prompt admitted in it included) pays its duration back."""
-        if not held and any(n > 1 for _, n in work):
-            self._prefill_debt_s = elapsed_s if self.scheduler.waiting_or_decoding() else 0.0
-        else:
-            self._prefill_debt_s = max(0.0, self._prefill_debt_s - elapsed_s)
 
     @serialized
     def abort(self, request_id: str) -> bool:

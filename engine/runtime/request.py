@@ -91,6 +91,7 @@ class Request:
     token_times: list[float] = field(default_factory=list)  # when each generated token was sampled
     steps: CacheSteps | None = None  # when it met the prefix cache, from its first admission
     preemptions: int = 0
+    deferred: bool = False  # a long prompt whose first chunk waited once for the others (prefill_share.py)
     finish_reason: str | None = None  # "stop" (EOS or a stop string), "length" or "abort"
     stop_string: str | None = None
     logits: list[torch.Tensor] = field(default_factory=list)

@@ -7,10 +7,13 @@ request in flight published a step before) while the step has token budget (`max
 room (`max_num_seqs`). A request gets as many of its pending tokens as the budget leaves: long prompts are
 prefilled in chunks across steps, beside the other requests' decode tokens.
 
-A step may hold prefills (`schedule(hold_prefills=True)`: the engine asks for it after a step that computed a
-prompt chunk while other requests decoded or waited, until as much time went to steps without one): running
-requests still computing their prompt sit that step out, so requests that decode, and short requests just
-admitted, run at their own pace beside a long prefill instead of one token per chunk.
+Decode tokens come first: a running request still computing its prompt leaves one token of the budget for
+each decoding request after it. A step may hold prefills (`schedule(hold_prefills=True)`, when the engine's
+time-share says so: engine/runtime/prefill_share.py): running requests still computing their prompt sit that
+step out, and a waiting request whose uncached prompt the step cannot compute whole is admitted without
+computing any of it (its prefix looked up, so its client hears of its admission; its first chunk waits for a
+step without the hold), so requests that decode, and short requests, run at their own pace beside a long
+prefill instead of one step per chunk.
 
 Every request's K/V live in the pool's blocks. A private request (cache off) is admitted on the same path
 under a salt of its own (`Request.salt`): its lookup misses, its blocks are hashed but never entered, so it
@@ -68,22 +71,42 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
-    def waiting_or_decoding(self) -> bool:
-        """Whether any request would wait for a step that computes a long prompt chunk: one queued, or one
-        running that decodes (its prompt computed)."""
-        return bool(self.waiting) or any(r.seq.num_kv >= r.seq.num_prompt for r in self.running)
+    def uncached(self, req: Request) -> int:
+        """The tokens a waiting request's admission would compute: those past its cached prefix (a prefilled
+        one's pending tokens)."""
+        if req.window is not None:
+            return req.pending
+        return (
+            len(req.seq) - len(self.blocks.match(req.seq.token_ids, req.seq.salt)[0]) * self.blocks.block_size
+        )
+
+    def fits_a_step(self, req: Request) -> bool:
+        """Whether one step computes a waiting request's prompt whole (no lookup when its length says so)."""
+        return req.pending <= self.max_num_batched_tokens or self.uncached(req) <= self.max_num_batched_tokens
+
+    def others_have_work(self) -> bool:
+        """Whether a request would wait for a step that computes a long prompt's chunk: one running that decodes
+        (its prompt computed), or one queued whose prompt one step computes whole."""
+        decoding = any(r.seq.num_kv >= r.seq.num_prompt for r in self.running)
+        return decoding or any(self.fits_a_step(r) for r in self.waiting)
 
     def schedule(self, hold_prefills: bool = False) -> ScheduledStep:
         """The next step's batch; with `hold_prefills`, running requests still computing their prompt are left
-        out of it (unless nothing else would run)."""
+        out of it and only prompts it computes whole are admitted (unless nothing would run: then a step as
+        without)."""
         step, budget = ScheduledStep(), self.max_num_batched_tokens
+        decoders = sum(1 for r in self.running if r.seq.num_kv >= r.seq.num_prompt)  # one token each, first
         i, short = 0, False
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            if hold_prefills and req.seq.num_kv < req.seq.num_prompt:
-                i += 1
+            if req.seq.num_kv >= req.seq.num_prompt:
+                decoders -= 1
+                n = min(req.pending, budget)
+            elif hold_prefills or budget <= decoders:
+                i += 1  # held, or what the budget has left is the decoding requests' after it
                 continue
-            n = min(req.pending, budget)
+            else:
+                n = min(req.pending, budget - decoders)
             if not self._make_room(i, req.seq.num_kv + n, step):
                 short = True  # preempted, or waits for room: nothing after it is placed in this step
                 break
@@ -93,17 +116,20 @@ class Scheduler:
         admit = not (short or step.preempted)
         while admit and self.waiting and len(self.running) < self.max_num_seqs and budget > 0:
             req = self.waiting[0]
-            n = self._admit(req, budget)
-            if n == 0:
+            n = self._admit(req, budget, whole=hold_prefills)
+            if n is None:
                 break  # no room for its first chunk: it waits (and keeps its place)
             self.waiting.popleft()
             self.running.append(req)
             req.status = Status.RUNNING
             step.admitted.append(req)
-            step.work.append((req, n))
-            budget -= n
+            if n > 0:
+                step.work.append((req, n))
+                budget -= n
         if hold_prefills and not step.work and not step.preempted:
-            return self.schedule()
+            again = self.schedule()
+            again.admitted[:0] = step.admitted  # admitted above, without a token to compute then
+            return again
         return step
 
     def finish(self, req: Request) -> None:
@@ -115,21 +141,25 @@ class Scheduler:
             self.blocks.release(req.seq)
         req.status, req.window = Status.FINISHED, None
 
-    def _admit(self, req: Request, budget: int) -> int:
-        """Look up the cached prefix and take the blocks of the first chunk; the chunk's length, or 0 (and no
-        change) when its blocks cannot be had."""
+    def _admit(self, req: Request, budget: int, whole: bool = False) -> int | None:
+        """Look up the cached prefix and take the blocks of the first chunk; the chunk's length, or None (and
+        no change) when its blocks cannot be had. With `whole` (a step that holds prefills), a prompt whose
+        uncached tokens the budget does not hold is admitted with none of them: its prefix is looked up and
+        its cached blocks held, its first chunk waits for a step without the hold."""
         seq = req.seq
         if req.window is not None:  # prefilled: blocks for the K/V it has and its next token, no lookup
             n = min(req.pending, budget)
             if not self.blocks.fits([], seq.num_kv + n):
-                return 0
+                return None
             self.blocks.grow(seq, seq.num_kv + n)
             return n
         matched = self.blocks.match(seq.token_ids, seq.salt)
         cached = len(matched[0]) * self.blocks.block_size
         n = min(len(seq) - cached, budget)
+        if whole and n < len(seq) - cached:
+            n = 0
         if not self.blocks.fits(matched[0], cached + n):
-            return 0
+            return None
         self.blocks.admit(seq, not req.private, matched)  # a private request's lookup is not counted
         self.blocks.grow(seq, cached + n)
         return n

@@ -65,6 +65,13 @@ def parser() -> argparse.ArgumentParser:
         help="requests the engine runs at once, batched; the rest wait (default 64)",
     )
     p.add_argument(
+        "--max-num-batched-tokens",
+        type=int_flag(1),
+        default=4096,
+        help="tokens one engine step computes at most: a longer prompt is prefilled in chunks of this many, "
+        "the other requests served between them (default 4096)",
+    )
+    p.add_argument(
         "--max-body-mb",
         type=int_flag(1),
         default=MAX_BODY_MB,
@@ -223,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dtype,
         seed=args.seed,
         max_num_seqs=args.max_num_seqs,
+        prefill_chunk=args.max_num_batched_tokens,
         **engine_options(args),
     )
     engine.blocks.use_vllm_hash(prefix_hash, split_salt)  # each served name a cache of its own

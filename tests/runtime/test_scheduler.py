@@ -4,8 +4,6 @@ prefill beside decoding, preemption under a small pool, and aborts."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from engine.errors import CacheCapacityError, InvalidArgumentError
@@ -154,31 +152,6 @@ def test_a_short_request_decodes_at_its_pace_while_a_long_prefill_runs(tiny_dir,
     assert_same_greedy_run(
         done[b].token_ids, done[b].logits, ref[1].token_ids[:2], ref[1].logits[:2], cache_tol
     )
-
-
-def test_a_request_admitted_between_chunks_decodes_for_as_long_as_a_chunk_took(tiny_dir, load) -> None:
-    """Each chunk of the long prompt is made to take at least a second; the short request, admitted in the
-    steps that hold the long prefill, decodes all its tokens in the time one chunk took (not one per chunk)."""
-    e = load(tiny_dir("qwen2"), block_size=BS, cache_tokens=1024, prefill_chunk=32)
-    long, short = tokens(600, 34), tokens(12, 35)
-    run, chunks = e.runner.run, []
-
-    def slow_chunks(work):  # type: ignore[no-untyped-def]
-        if any(req.id == b and n > 1 for req, n in work):
-            chunks.append(work)
-            time.sleep(1.0)
-        return run(work)
-
-    e.runner.run = slow_chunks
-    b = e.add_request(long, max_new_tokens=1)
-    e.step()
-    a = e.add_request(short, max_new_tokens=8)
-    done, steps = set(), 0
-    while a not in done and steps < 100:
-        steps += 1
-        done |= {o.request_id for o in e.step() if o.finished}
-    assert a in done and len(chunks) == 2  # the first chunk and the one it waited behind: no more
-    e.abort(b)
 
 
 def test_preemption_under_a_small_pool_keeps_every_result(tiny_dir, load, cache_tol) -> None:
