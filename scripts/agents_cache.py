@@ -13,9 +13,10 @@ through the engine), and every session runs whole. `--coding-model` serves anoth
 with a 32k context where the CPU is too slow for a 21k-token prefill of 0.5B). The clients
 are installed and configured as in scripts/agents_check.py (documented settings only, a loopback-only network
 namespace where possible; the server's log and record and the clients' work trees go to `--work`). Writes
-`<out>/requests.csv` (one row per request) and `<out>/report.md` (existing ones only with `--overwrite`), and prints
-the report. Template order: Qwen's template renders the tool definitions after the system text, Anthropic's
-API puts tools first; where a prompt breaks inside the system text before its tools, and the tools are the same
+`<out>/requests.csv` (one row per request) and `<out>/report.md` (existing ones only with `--overwrite`;
+it opens with the commit and the machine's load when the run started and ended), and prints the report.
+Template order: Qwen's template renders the tool definitions after the system text, Anthropic's API puts
+tools first; where a prompt breaks inside the system text before its tools, and the tools are the same
 as those of the request it is compared with, a tools-first order would have served those tool tokens too
 (an estimate from the regions the server reports, in whole blocks).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import datetime as dt
 import json
 import signal
 import sys
@@ -33,9 +35,31 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from agent_installs import CODING_AGENTS
-from agent_runs import CODEX_MODEL, RUNS, claim, command, not_ours, prepare, run, seconds, writable_folder
-from agents_check import CAP_TOKENS, CLAUDE_MODELS, CODING_MODEL, KEY, Server, prepare_clients, reply_flags
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's engine: its commit and the machine's load for the report
+from agent_installs import CODING_AGENTS  # noqa: E402
+from agent_runs import (  # noqa: E402
+    CODEX_MODEL,
+    RUNS,
+    claim,
+    command,
+    not_ours,
+    prepare,
+    run,
+    seconds,
+    writable_folder,
+)
+from agents_check import (  # noqa: E402
+    CAP_TOKENS,
+    CLAUDE_MODELS,
+    CODING_MODEL,
+    KEY,
+    Server,
+    prepare_clients,
+    reply_flags,
+)
+
+from engine.machine_load import AT_START, load_averages  # noqa: E402  (the load when this run started)
 
 
 @dataclass
@@ -98,6 +122,26 @@ def fetch_entries(url: str) -> list[dict[str, Any]]:
     request = urllib.request.Request(f"{url}/v1/kvtestbed/requests?after=0", headers={"x-api-key": KEY})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)["requests"]
+
+
+def opening(model: str) -> list[str]:
+    """The report's first lines, as every result's: the model served, the commit it came from, and the
+    machine's load when the run started and ended (a busy machine's seconds are not reference timings; the
+    token counts, cached tokens and miss reasons do not depend on the load)."""
+    from engine.bench.reporting.results import git_commit, provenance  # torch: only once the run is over
+
+    date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    env = {"commit": git_commit(), "date": date, "load_average_at_start": AT_START}
+    end = load_averages()
+    ended = "" if end is None else " / ".join(f"{x:.2f}" for x in end)
+    return [
+        f"# Claude Code and Codex through the prefix cache: `{model}`",
+        "",
+        *provenance(env),
+        *([f"- load average when it ended {ended} (1/5/15 min)"] if ended else []),
+        "- the seconds are the clients' wall time; the token counts and miss reasons do not depend on the load",
+        "",
+    ]
 
 
 def report(rows: list[Row], lines: list[str]) -> str:
@@ -216,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         writer = csv.DictWriter(f, fieldnames=[*asdict(rows[0]).keys(), "share"] if rows else ["client"])
         writer.writeheader()
         writer.writerows(asdict(r) | {"share": round(r.share, 4)} for r in rows)
-    text = report(rows, lines)
+    text = report(rows, [*opening(args.coding_model), *lines])
     (args.out / "report.md").write_text(text + "\n")
     print(text)
     return 0

@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from agents_cache import main, report, row  # noqa: E402
+from agents_cache import main, opening, report, row  # noqa: E402
 
 TOOLS = [{"name": "Read", "input_schema": {"type": "object"}}]
 REGIONS = [
@@ -89,3 +89,15 @@ def test_a_work_folder_holding_the_users_files_is_refused(
         )
     assert e.value.code == 2 and "--work:" in capsys.readouterr().err
     assert (tmp_path / "w" / "codex" / "keep.txt").read_text() == "the user's"
+
+
+def test_the_report_opens_with_its_model_commit_and_the_load() -> None:
+    """As every result's report: the commit (this checkout's), and whether the machine was quiet."""
+    from engine.bench.reporting.results import git_commit
+
+    lines = opening("synthetic:qwen2.5-0.5b")
+    assert lines[0] == "# Claude Code and Codex through the prefix cache: `synthetic:qwen2.5-0.5b`"
+    assert any(line.startswith(f"- commit `{git_commit()}`, ") for line in lines), lines
+    started = next(line for line in lines if line.startswith("- load average when it started "))
+    assert started.endswith(("quiet", "**busy: its timings are not a reference**"))
+    assert any(line.startswith("- load average when it ended ") for line in lines)
