@@ -180,18 +180,22 @@ class BlockManager:
 
     def grow(self, seq: SequenceState, num_tokens: int) -> None:
         """Make the block table cover positions [0, num_tokens), evicting cached blocks as needed; raises
-        CacheCapacityError, changing nothing, when too few blocks are free."""
+        CacheCapacityError, changing nothing, when too few blocks are free. The blocks taken go into the
+        table in ascending ids: blocks freed together come back consecutive (a released sequence's cached
+        blocks are evicted tail first, in descending order), which attention reads in place."""
         needed = self.blocks_for(num_tokens) - len(seq.block_table)
         if needed > self.num_free:
             raise CacheCapacityError(
                 f"the KV cache has {self.num_free} free blocks of {self.num_blocks}; covering {num_tokens} "
                 f"tokens needs {needed} more ({self.block_size} tokens per block)"
             )
+        taken = []
         for _ in range(needed):
             block = self._block(self._take_free())
             self._evict(block)
             block.ref_count = 1
-            seq.block_table.append(block.id)
+            taken.append(block.id)
+        seq.block_table += sorted(taken)
 
     def publish(self, seq: SequenceState, enter: bool = True) -> None:
         """Hash every full block of `seq` whose K/V are written and enter it in the table (`enter=False`: the

@@ -19,7 +19,7 @@ from engine.kv.pool import KVCache
 from engine.kv.slots import slots_of
 from engine.kv.step import SeqSpan
 from engine.model import attention
-from engine.model.attention import sdpa
+from engine.model.attention import pool_reads, sdpa
 from engine.model.attention.torch_sdpa import TorchBackend
 from engine.model.config import ModelConfig
 
@@ -133,19 +133,29 @@ def shared_prefix_rows():
     return kv, spans, ends, keys, values, torch.randn(3, H, D, generator=g)
 
 
-def test_cpu_decode_rows_read_runs_of_blocks_in_place() -> None:
-    """Every row of the shared-prefix step equals causal attention over its keys; nothing is gathered."""
+@pytest.fixture
+def short_runs(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Runs of at least 8 tokens (two blocks) read in place, shorter ones gathered: the tests' pool holds
+    128 bytes of K/V a token and layer, where a real model's runs are read in place from a few hundred
+    tokens. Returns the tokens."""
+    monkeypatch.setattr(pool_reads, "IN_PLACE_BYTES", 8 * 2 * KVH * D * 4)
+    return 8
+
+
+def test_cpu_decode_rows_read_runs_of_blocks_in_place(short_runs: int) -> None:
+    """Every row of the shared-prefix step equals causal attention over its keys; nothing is gathered (each
+    row's runs are long, or one short one)."""
     kv, spans, ends, keys, values, q = shared_prefix_rows()
     plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
     assert plan.mode == "runs" and [len(r) for r in plan.runs] == [2, 2, 1]
     out = plan.forward(0, q, q, q)
-    assert plan.buffers is None
+    assert plan.reads.gathered == 0 and plan.buffers is None
     for b in range(3):
         expected = reference(q[b : b + 1], keys[b], values[b], ends[b] - 1)
         torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
 
 
-def test_cpu_decode_rows_equal_each_row_alone_bit_for_bit() -> None:
+def test_cpu_decode_rows_equal_each_row_alone_bit_for_bit(short_runs: int) -> None:
     """A row read in place beside others is the row its sequence's own step computes (alone: its single run
     read in place as one call, or its runs merged the same way): batching decode rows changes no bit of
     their attention."""
@@ -157,35 +167,98 @@ def test_cpu_decode_rows_equal_each_row_alone_bit_for_bit() -> None:
         assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(0, row, row, row))
 
 
+# Decode rows over mixed tables (BS = 4; runs of 8 tokens or more read in place under `short_runs`): one run;
+# a long run, two single blocks, a long partial tail; every block apart; a long run and one short partial one.
+MIXED = {
+    "one run": ([10, 11, 12, 13, 14, 15], 22),
+    "long, short, short, long": ([20, 21, 22, 40, 50, 60, 61, 62], 30),
+    "every block apart": ([70, 90, 30, 5], 15),
+    "long and one short": ([100, 101, 110], 11),
+}
+
+
+def mixed_rows():
+    """The MIXED rows' pool (their context written, every other slot NaN), spans, keys, values and queries."""
+    g = torch.Generator().manual_seed(5)
+    kv, spans, keys, values = pool(), [], [], []
+    for table, end in MIXED.values():
+        keys.append([torch.randn(end, KVH, D, generator=g) for _ in range(LAYERS)])
+        values.append([torch.randn(end, KVH, D, generator=g) for _ in range(LAYERS)])
+        slots = torch.tensor(slots_of(table, 0, end, BS))
+        for layer in range(LAYERS):
+            kv.write(layer, slots, keys[-1][layer], values[-1][layer])
+        spans.append(SeqSpan(end - 1, 1, table))
+    return kv, spans, keys, values, torch.randn(LAYERS, len(spans), H, D, generator=g)
+
+
+def test_cpu_decode_rows_gather_only_their_short_runs(short_runs: int) -> None:
+    """A row of one or two runs reads them in place; of more, its long runs in place and its short ones, where
+    it has two or more, gathered (one index a layer for the whole step, whole blocks: 2 of the second row, 4
+    of the third): every row equals
+    causal attention over its keys in every layer, alone and in the batch bit for bit, and no slot it does
+    not hold (NaN) reaches it."""
+    kv, spans, keys, values, q = mixed_rows()
+    backend = TorchBackend(torch.device("cpu"))
+    plan = backend.plan(spans, kv)
+    assert plan.mode == "runs" and [len(r) for r in plan.runs] == [1, 4, 4, 2]
+    assert plan.reads.gathered == (2 + 4) * BS
+    assert [len(r) for r in plan.reads.in_place] == [1, 2, 0, 2]
+    for layer in range(LAYERS):
+        out = plan.forward(layer, q[layer], q[layer], q[layer])
+        for b, span in enumerate(spans):
+            expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
+            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+            row = q[layer][b : b + 1]
+            assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
+
+
+def test_a_row_of_short_runs_is_one_call_over_its_keys_in_order(short_runs: int) -> None:
+    """A row whose blocks all lie apart is one call over its keys gathered in table order: bit for bit the
+    call over the same keys made contiguous."""
+    kv, spans, keys, values, q = mixed_rows()
+    span, k, v = spans[2], keys[2][0], values[2][0]
+    row = q[0][2:3]
+    got = TorchBackend(torch.device("cpu")).plan([span], kv).forward(0, row, row, row)
+    whole = sdpa.attend(row[:, :, None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], None, False, True)
+    assert torch.equal(got, whole[0].view(row.shape))
+
+
 @pytest.mark.parametrize("batch", [1, 8, 32])
-def test_one_dispatch_per_layer_whatever_the_batch(batch: int, monkeypatch) -> None:
-    """Decode rows over scattered blocks (gathered) and prefills after a prefix: the same number of kernel
-    calls at 1, 8 and 32 sequences. (CPU decode rows over few runs of consecutive blocks make one call per run
-    instead, nothing gathered: test_cpu_decode_rows_read_runs_of_blocks_in_place.)"""
+def test_calls_per_layer_by_batch(batch: int, monkeypatch) -> None:
+    """Prefills after a prefix: the same number of kernel calls per layer at 1, 8 and 32 sequences. CPU
+    decode rows over scattered blocks: one call per row (a row's short runs gathered into one segment), and
+    one gather per layer (K and V) for all of them."""
     calls: list[int] = []
     fused = sdpa._flash_cpu
     monkeypatch.setattr(sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
-    for shape, per_layer in (([(20 + i % 7, 1) for i in range(batch)], 1), ([(4, 3)] * batch, 2)):
+    gathers: list[int] = []
+    select = torch.index_select
+    monkeypatch.setattr(torch, "index_select", lambda *a, **k: gathers.append(1) or select(*a, **k))
+    decode, prefill = [(20 + i % 7, 1) for i in range(batch)], [(4, 3)] * batch
+    for shape, per_layer in ((decode, batch), (prefill, 2)):
         kv, spans, q, full = step(shape)
         plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
         calls.clear()
+        gathers.clear()
         k = torch.randn(q.shape[1], KVH, D)
         for layer in range(LAYERS):
             plan.forward(layer, q[layer], k, k)
         assert len(calls) == per_layer * LAYERS
+        if shape is decode:
+            assert len(gathers) == 2 * LAYERS
 
 
 def test_a_decode_step_gathers_into_one_buffer_per_step() -> None:
     """The gathered K/V of a step live in one buffer pair reused by every layer: the memory a step adds is one
-    layer's context, not the model's."""
+    layer's gathered blocks, not the model's."""
     kv, spans, q, _ = step([(9, 1), (13, 1)])
     plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
     k = torch.randn(2, KVH, D)
     plan.forward(0, q[0], k, k)
-    first = [b.data_ptr() for b in plan.buffers]
+    first = [b.data_ptr() for b in plan.reads.buffers]
     plan.forward(1, q[1], k, k)
-    assert [b.data_ptr() for b in plan.buffers] == first
-    assert plan.buffers[0].shape == (2 * 14, KVH, D)
+    assert [b.data_ptr() for b in plan.reads.buffers] == first
+    assert plan.reads.buffers[0].shape == ((3 + 4) * BS, KVH, D)  # blocks of positions [0, 10) and [0, 14)
 
 
 def test_select_picks_by_device_and_installation() -> None:

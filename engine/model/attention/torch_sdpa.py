@@ -8,7 +8,7 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
 
 - `causal` (every span starts at 0: cold prefills): one causal call over the step's own new K/V; the pool
   is not read;
-- `gathered` (decode steps; every step off the CPU): the keys [0, start + length) of every sequence gathered
+- `gathered` (every decode step off the CPU; on it, one sequence's in one run): the keys [0, start + length) of every sequence gathered
   from the pool through its block table into one `[sequences, kv_heads, longest, head_dim]` buffer (reused
   by every layer of the step), then one masked call (off the CPU: the mask folded for the query heads once
   per step; one sequence's chunk lower-right causal with `enable_gqa`, no mask made);
@@ -16,11 +16,12 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
   merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
   every (query, key) score and skip none;
-- `runs` (a CPU decode step whose sequences lie in few runs of consecutive blocks, at most two per
-  sequence on average: a fresh pool's prompt, a cached prefix and the blocks after it): each sequence's
-  query over each of its runs read in place, one call per run, runs merged by log-sum-exp: nothing gathered
-  (a gather copied every sequence's whole context every layer); each run's view of every layer made once
-  per step, a layer's read one index;
+- `runs` (a CPU decode step, but for one sequence in one run): each sequence's query over its runs of
+  consecutive blocks, one call per run, merged by log-sum-exp: one or two runs read in place; of more, the
+  long ones in place and the short ones (where there are two or more) gathered into one segment, all rows'
+  by one index a layer (`RunReads`): a gather of every sequence's whole context every layer copied what
+  lay in place; each run's view of every layer made once per step, a layer's read one index. A row reads
+  the same alone or beside any others;
 - `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
   keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
   work and rounding (bitwise equal to it), start x start / 2 scores wasted.
@@ -42,7 +43,7 @@ from engine.devices import to_device
 from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.step import SeqSpan
-from engine.model.attention.pool_reads import runs_of, slots
+from engine.model.attention.pool_reads import RunReads, runs_of, slots
 from engine.model.attention.sdpa import attend
 from engine.model.attention.torch_decode import TorchDecode
 from engine.model.causal_attention import merge
@@ -108,9 +109,9 @@ class TorchPlan:
         ends = [s + (n if self.mode != "split" else 0) for s, n in zip(starts, lengths, strict=True)]
         self.runs = [runs_of(s.block_table, e, kv.block_size) for s, e in zip(spans, ends, strict=True)]
         self.run = self.runs[0][0] if self.n == 1 and len(self.runs[0]) == 1 else None
-        if self.run is None and self.width == 1 and split and sum(map(len, self.runs)) <= 2 * self.n:
-            self.mode = "runs"  # CPU decode rows, each over its runs of consecutive blocks in place
-            self.run_views = [[self._run_view(first, length) for first, length in r] for r in self.runs]
+        if self.run is None and self.width == 1 and split:
+            self.mode = "runs"  # CPU decode rows, each over its runs: long ones in place, short ones gathered
+            self.reads = RunReads(self.runs, kv, device)
             return
         self.slots = slots(spans, ends, kv.block_size, device) if self.run is None else None
         self.folded: torch.Tensor | None = None  # off the CPU: the mask with query heads folded into rows
@@ -168,21 +169,15 @@ class TorchPlan:
             self.folded = rows.reshape(b, 1, group * self.width, keys)
         return self.folded
 
-    def _run_view(self, first: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """A run's keys and values in every layer, `[layers, 1, kv_heads, length, head_dim]` views of the pool
-        made once a step: a layer reads its own with one index."""
-        pools = (p.view(p.shape[0], -1, *p.shape[-2:]) for p in (self.kv.k, self.kv.v))
-        keys, values = (p[:, first : first + length].transpose(1, 2)[:, None] for p in pools)
-        return keys, values
-
     def _by_runs(self, layer: int, q: torch.Tensor) -> torch.Tensor:
-        """Decode rows `[n, heads, head_dim]`, each sequence's query over its runs of consecutive blocks read
-        in place (CPU flash, one call per run), runs merged by their log-sum-exps: nothing gathered."""
+        """Decode rows `[n, heads, head_dim]`, each sequence's query over its reads (`RunReads`: long runs of
+        consecutive blocks in place, short ones gathered; CPU flash, one call each), merged by their
+        log-sum-exps."""
         rows = []
-        for row, views in zip(q[:, :, None].split(1), self.run_views, strict=True):
+        for row, views in zip(q[:, :, None].split(1), self.reads.rows(layer), strict=True):
             out = lse = None
             for i, (keys, values) in enumerate(views):
-                o, lse_run = attend(row, keys[layer], values[layer], None, False, True)
+                o, lse_run = attend(row, keys, values, None, False, True)
                 assert lse_run is not None
                 if out is None or lse is None:
                     out, lse = o, lse_run
