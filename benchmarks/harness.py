@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache, PreTrainedModel
+from transformers import AutoConfig, AutoModelForCausalLM, Cache, DynamicCache, PreTrainedModel, StaticCache
 from transformers.initialization import no_init_weights
 
 import engine
@@ -246,28 +246,40 @@ class Pair(Solo):
         self.theirs_forward(self.base[: shapes.max_cached], self._their_base)
 
     @torch.inference_mode()
-    def theirs_forward(self, ids: list[int], cache: DynamicCache | None = None) -> int:
-        """transformers' prefill (continuing `cache` when given): the greedy next token, as ours returns."""
+    def theirs_logits(self, ids: list[int], cache: Cache | None = None) -> torch.Tensor:
+        """transformers' prefill (continuing `cache` when given): the last position's logits."""
         out = self.theirs(torch.tensor([ids], device=self.device), cache=cache, logits_to_keep=1)
-        return int(out.logits[0, -1].argmax())
+        return out.logits[0, -1]
 
-    def their_cache(self, length: int) -> DynamicCache:
-        """A new DynamicCache holding the K/V of base[:length] (copied from the base run, no recompute)."""
-        cache = DynamicCache(config=self.theirs.config)
+    def theirs_forward(self, ids: list[int], cache: Cache | None = None) -> int:
+        """transformers' prefill (continuing `cache` when given): the greedy next token, as ours returns."""
+        return int(self.theirs_logits(ids, cache).argmax())
+
+    def their_cache(self, length: int, room: int | None = None) -> Cache:
+        """A new cache holding the K/V of base[:length] (copied from the base run, no recompute): a
+        DynamicCache (concatenated to on every call), or with `room` a StaticCache of length + room slots
+        allocated once and written in place (transformers' cache for compiled decoding; its write position
+        is its own count of the tokens it holds, so `rewind` moves it back)."""
+        config = self.theirs.config
+        cache = DynamicCache(config=config) if room is None else StaticCache(config, length + room)
         for i, layer in enumerate(self._their_base.layers):
             cache.update(layer.keys[..., :length, :], layer.values[..., :length, :], i)
         return cache
 
     def _check_same_model(self) -> None:
-        """Both models must compute the same function, else the ratios compare different work."""
         ids = self.base[:32]
-        ours = self.ours.logits(ids)[-1]
-        with torch.inference_mode():
-            theirs = self.theirs(torch.tensor([ids], device=self.device)).logits[0, -1].float()
+        self.check_same_logits(self.ours.logits(ids)[-1], self.theirs_logits(ids), "a 32-token prefill")
+
+    def check_same_logits(self, ours: torch.Tensor, theirs: torch.Tensor, what: str) -> None:
+        """Both sides must compute the same function, else the ratios compare different work: logits within
+        1e-3 in float32, else 5% of transformers' largest logit."""
+        theirs = theirs.float()
         tolerance = 1e-3 if self.ours.dtype == torch.float32 else 0.05 * float(theirs.abs().max())
-        diff = float((ours - theirs).abs().max())
+        diff = float((ours.float() - theirs).abs().max())
         if diff > tolerance:
-            raise RuntimeError(f"our logits differ from transformers' by {diff:.3g} (> {tolerance:.3g})")
+            raise RuntimeError(
+                f"{what}: our logits differ from transformers' by {diff:.3g} (> {tolerance:.3g})"
+            )
 
 
 @contextmanager
@@ -313,9 +325,9 @@ def resident_bytes() -> int:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
 
 
-def rewind(cache: DynamicCache, length: int) -> None:
+def rewind(cache: Cache, length: int) -> None:
     """Drop the tokens a timed call appended to a transformers cache."""
-    extra = cache.get_seq_length() - length
+    extra = int(cache.get_seq_length()) - length
     if extra:
         cache.crop(-extra)
 
@@ -362,14 +374,17 @@ def measure_alternating(
     setup: Callable[[], None] | None = None,
     **info: Any,
 ) -> list[float]:
-    """One round runs both sides back to back, which goes first alternating, so that a neighbour's burst on a
-    shared machine meets both. The record keeps the median of the per-round ratios first side / second side
-    and their min-max (`ratio`, `ratio_min`, `ratio_max`, `pairs`); the timed round is both calls. `setup`
-    runs before every round, untimed. Returns the per-round ratios."""
-    first, second = sides
-    orders, times = itertools.cycle([(first, second), (second, first)]), []
+    """One round runs every side back to back, in each order in turn round by round (two sides: which goes
+    first alternating), so that a neighbour's burst on a shared machine meets each side in each place. The
+    record keeps the median of the per-round ratios first side / second side and their min-max (`ratio`,
+    `ratio_min`, `ratio_max`, `pairs`), and the first side's against every further side under that side's
+    name (`ratios`); the timed round is all the calls. `setup` runs before every round, untimed.
+    Returns the per-round ratios first side / second side."""
+    names = list(sides)
+    first, second, *others = names
+    orders, times = itertools.cycle(itertools.permutations(names)), []
 
-    def both() -> None:
+    def every() -> None:
         took = {}
         for name in next(orders):
             start = now(pair.device)
@@ -378,11 +393,18 @@ def measure_alternating(
             took[name] = now(pair.device) - start
         times.append(took)
 
-    measure(benchmark, pair, both, budget_s, setup, min_rounds=rounds, impl=f"{first}/{second}", **info)
-    ratios = [t[first] / t[second] for t in times[1:]]  # the first call is the untimed warm-up
-    benchmark.extra_info.update(
-        ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios), pairs=len(ratios)
-    )
+    measure(benchmark, pair, every, budget_s, setup, min_rounds=rounds, impl="/".join(names), **info)
+
+    def against(other: str) -> list[float]:
+        return [t[first] / t[other] for t in times[1:]]  # the first round is the untimed warm-up
+
+    def spread(ratios: list[float]) -> dict[str, float]:
+        return dict(ratio=statistics.median(ratios), ratio_min=min(ratios), ratio_max=max(ratios))
+
+    ratios = against(second)
+    benchmark.extra_info.update(spread(ratios), pairs=len(ratios))
+    if others:
+        benchmark.extra_info["ratios"] = {name: spread(against(name)) for name in others}
     return ratios
 
 

@@ -1,16 +1,19 @@
 """Prefill with a cached prefix: S tokens served from cache, V new ones computed (TTFT), and the block
 hashing and lookup that find the S tokens; and the warm TTFT at long S against the same new tokens' forward
-over a prefilled contiguous cache (transformers' DynamicCache), alternating, with the memory the warm request
-adds as a share of the cached prefix's K/V."""
+over a prefilled contiguous cache (transformers' DynamicCache and its StaticCache), interleaved, with the memory
+the warm request adds as a share of the cached prefix's K/V."""
 
 from __future__ import annotations
 
 import itertools
 import statistics
+from functools import partial
 
 from benchmarks.harness import WARM_NEW, Pair, Shapes, measure, measure_alternating, memory_added, rewind
 from engine.inspect.flops import forward_flops, ideal_cached_ratio
 from engine.kv.pool import KVCache
+
+WARM_ROUNDS = 6  # at least one round in each order of the three sides
 
 
 def test_cached_prefill(
@@ -54,25 +57,33 @@ def test_cached_prefill(
 
 def test_warm_against_contiguous(benchmark, pair: Pair, shapes: Shapes, warm_peer: int) -> None:
     """Our warm TTFT (S cached in the pool, WARM_NEW new tokens, `generate` end to end) against transformers'
-    forward of the same new tokens over a contiguous cache of the same S tokens, alternating round by round
-    (the cache rewound and the next prompt drawn untimed). Then one more warm request's added memory: the
-    pool read in place adds about one layer's gather, where a private window would add the whole prefix."""
+    forward of the same new tokens over a contiguous cache of the same S tokens, a DynamicCache and a
+    StaticCache, the three interleaved round by round in every order (the caches rewound and the next prompt
+    drawn untimed); first, untimed, the three must give the same logits. Then one more warm request's added
+    memory: the pool read in place adds about one layer's gather, where a private window would add the whole
+    prefix."""
     s = warm_peer
-    prefix, cache, seeds = pair.base[:s], pair.their_cache(s), itertools.count(7 * 10**6)
+    prefix, seeds = pair.base[:s], itertools.count(7 * 10**6)
+    caches = {"DynamicCache": pair.their_cache(s), "StaticCache": pair.their_cache(s, room=WARM_NEW)}
     suffix: list[int] = []
     runs: list = []
 
     def setup() -> None:
-        rewind(cache, s)
+        for cache in caches.values():
+            rewind(cache, s)
         suffix[:] = pair.tokens(WARM_NEW, next(seeds))
 
+    setup()
+    ours = pair.ours.generate(prefix + suffix, max_new_tokens=1, return_logits=True).logits[0]
+    for name, cache in caches.items():
+        pair.check_same_logits(ours, pair.theirs_logits(suffix, cache), f"warm {s}+{WARM_NEW}, {name}")
     sides = {
         "ours": lambda: runs.append(pair.ours.generate(prefix + suffix, max_new_tokens=1)),
-        "contiguous": lambda: pair.theirs_forward(suffix, cache),
+        **{name: partial(pair.theirs_forward, suffix, cache) for name, cache in caches.items()},
     }
     benchmark.group = f"warm {s}+{WARM_NEW} {pair.device.type}"
     info = dict(case="warm_contiguous", cached=s, new=WARM_NEW)
-    measure_alternating(benchmark, pair, sides, shapes.budget_s, 5, setup=setup, **info)
+    measure_alternating(benchmark, pair, sides, shapes.budget_s, WARM_ROUNDS, setup=setup, **info)
     assert {g.usage.cached_tokens for g in runs} == {s}
     setup()
     added = memory_added(pair.device, sides["ours"])

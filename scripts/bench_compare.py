@@ -12,8 +12,9 @@ cancel out (lower is better):
 - `achieved/ideal cached S+V`: our (cached TTFT / full prefill of S+V) over the FLOP-model ideal ratio;
 - `lookup share S+V`: hashing and looking up the blocks of an (S+V)-token prompt over our cached TTFT;
 - `layout ratio replay N turns`: the last turn's TTFT in the stable-first layout over timestamp-first;
-- `warm/contiguous S+64`: our warm TTFT (S cached, 64 new, `generate`) over transformers' forward of the same
-  64 tokens over a contiguous cache of S, alternating (median of the per-round ratios);
+- `warm/DynamicCache S+64`, `warm/StaticCache S+64`: our warm TTFT (S cached, 64 new, `generate`) over
+  transformers' forward of the same 64 tokens over a contiguous cache of S (each of its two caches),
+  interleaved (median of the per-round ratios; records of one cache name it `contiguous`);
 - `warm memory share S+64`: the memory one such warm request adds over the cached prefix's K/V bytes;
 - `decode step B/1 @N`: one engine step while B requests decode over one while a single one does (`Engine.step`);
 - `batch cost B @N`: the time per output token of B requests decoding together over one request's (1 / the
@@ -167,8 +168,11 @@ def measured(run: Run) -> dict[str, Metric]:
         if info["case"] == "decode_weights":
             out[case] = _recorded(info)
         if info["case"] == "warm_contiguous":
-            out[f"warm/contiguous {info['cached']}+{info['new']}"] = _recorded(info)
-            out[f"warm memory share {info['cached']}+{info['new']}"] = Metric(info["memory_share"])
+            warm = f"{info['cached']}+{info['new']}"
+            out[f"warm/{info['impl'].split('/')[1]} {warm}"] = _recorded(info)  # its second side
+            for cache, against in info.get("ratios", {}).items():  # and every further side
+                out[f"warm/{cache} {warm}"] = _recorded(against)
+            out[f"warm memory share {warm}"] = Metric(info["memory_share"])
         one = (f"decode step batch 1 @{info.get('context')}", "ours")
         if info["case"] == "decode_step_batch" and info["batch"] > 1 and run.medians.get(one):
             out[f"decode step {info['batch']}/1 @{info['context']}"] = _quotient(run, key, one)

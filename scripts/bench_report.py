@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-from bench_compare import BenchError, Run, load_run, metrics
+from bench_compare import BenchError, Run, load_run, measured, metrics
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -106,6 +106,26 @@ def decode_weights(run: Run) -> list[str]:
                 f"stream alone about {stream * 1e3:.0f} ms, {info['weight_bytes'] / stream / 1e9:.1f} GB/s.",
             ]
     return out
+
+
+def warm_against_contiguous(run: Run) -> list[str]:
+    """Our warm TTFT against transformers' forward of the same new tokens over each of its contiguous caches,
+    interleaved: the median per-round ratio with its range, and the memory one warm request adds."""
+    got, rows = measured(run), []
+    warm_cases = [info for info in run.info.values() if info["case"] == "warm_contiguous"]
+    for info in sorted(warm_cases, key=lambda info: info["cached"]):
+        warm, pairs, share = (
+            f"{info['cached']}+{info['new']}",
+            str(info["pairs"]),
+            f"{info['memory_share']:.3f}",
+        )
+        for name, m in got.items():
+            against, _, at = name.partition(" ")  # warm/StaticCache 2048+64 (not warm/cold cached S+V)
+            if against.startswith("warm/") and at == warm:
+                spread = f" [{m.spread[0]:.3f}–{m.spread[1]:.3f}]" if m.spread else ""
+                rows.append([warm, against.removeprefix("warm/"), f"{m.value:.3f}{spread}", pairs, share])
+    header = ["cached + new", "their cache", "ours / theirs [min–max of rounds]", "rounds", "memory share"]
+    return table(header, rows) if rows else []
 
 
 def alternating(run: Run) -> list[str]:
@@ -264,6 +284,10 @@ def summary(run: Run) -> str:
         "## Cached prefix: S cached + V new tokens against a full prefill of S+V",
         "",
         *cached(run, ratios),
+        "",
+        "## Warm TTFT against transformers' contiguous caches, interleaved round by round",
+        "",
+        *warm_against_contiguous(run),
         "",
         "## Cold prefill, ours and transformers alternating call by call",
         "",

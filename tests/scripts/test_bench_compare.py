@@ -104,6 +104,30 @@ def test_the_warm_ttft_is_compared_with_a_contiguous_cache(tmp_path: Path) -> No
     assert got == pytest.approx({"warm/contiguous 8192+64": 1.1, "warm memory share 8192+64": 0.04})
 
 
+def test_the_warm_ttft_is_compared_with_each_of_transformers_caches(tmp_path: Path) -> None:
+    """Interleaved with a DynamicCache and a StaticCache: a ratio against each, each with its pairs' spread."""
+    warm = record(
+        1.0,
+        case="warm_contiguous",
+        impl="ours/DynamicCache/StaticCache",
+        cached=2048,
+        new=64,
+        ratio=0.9,
+        ratio_min=0.85,
+        ratio_max=0.97,
+        ratios={"StaticCache": {"ratio": 1.01, "ratio_min": 0.95, "ratio_max": 1.08}},
+        memory_share=0.04,
+    )
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": [warm]}))
+    got = bench_compare.measured(bench_compare.load_run(path))
+    assert got == {
+        "warm/DynamicCache 2048+64": bench_compare.Metric(0.9, (0.85, 0.97)),
+        "warm/StaticCache 2048+64": bench_compare.Metric(1.01, (0.95, 1.08)),
+        "warm memory share 2048+64": bench_compare.Metric(0.04),
+    }
+
+
 def test_batched_decode_is_compared_with_one_request(tmp_path: Path) -> None:
     """8 requests taking 1.6x the time of one give 8 / 1.6 = 5x the output tokens per second."""
     steps = [

@@ -45,3 +45,27 @@ def test_the_decode_section_states_the_step_over_its_weight_stream(tmp_path: Pat
     text = bench_report.summary(bench_report.load_run(path))
     assert "(one row through every matrix it multiplies by, 2,000 MB): 1.500 [1.400–1.700] over 7" in text
     assert "the stream alone about 200 ms, 10.0 GB/s" in text
+
+
+def test_the_warm_section_gives_a_ratio_against_each_of_transformers_caches(tmp_path: Path) -> None:
+    warm = record(
+        2.0,
+        case="warm_contiguous",
+        impl="ours/DynamicCache/StaticCache",
+        cached=2048,
+        new=64,
+        ratio=0.9,
+        ratio_min=0.85,
+        ratio_max=0.97,
+        ratios={"StaticCache": {"ratio": 1.01, "ratio_min": 0.95, "ratio_max": 1.08}},
+        pairs=6,
+        memory_share=0.04,
+    )
+    cold = record(3.0, case="cached", impl="ours", cached=2048, new=64, ideal_ratio=0.03)
+    cold_full = record(30.0, case="prefill", impl="ours", tokens=2112)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": [warm, cold, cold_full]}))
+    text = bench_report.summary(bench_report.load_run(path))
+    assert "| 2048+64 | DynamicCache | 0.900 [0.850–0.970] | 6 | 0.040 |" in text
+    assert "| 2048+64 | StaticCache | 1.010 [0.950–1.080] | 6 | 0.040 |" in text
+    assert "| 2048+64 | cold" not in text  # warm/cold cached 2048+64 is another section's
