@@ -6,14 +6,18 @@
 # Writes results/bench/<device>/NAME.json (pytest-benchmark), NAME.md (summary) and NAME.png (figure);
 # NAME defaults to "run". With NAME=baseline it (re)writes the baseline and compares nothing.
 # DEVICE=cpu|cuda|mps overrides the choice (default: cuda, then mps, then cpu). A ratio regresses when it lies
-# above the baseline's own spread over its rounds (scripts/bench_compare.py). On a CPU with bfloat16 matrix instructions
+# above the baseline's own spread over its rounds (scripts/bench_compare.py). STRICT=1 (CI's setting) makes
+# it a gate: a missing baseline, or one that does not cover the run (a metric it lacks or has no spread for, or
+# one the run lacks), fails with exit status 3 instead of passing unjudged. On a CPU with bfloat16 matrix instructions
 # (AMX-BF16 or AVX512-BF16, as engine.devices detects them) the suite runs twice: in float32 (NAME.*) and in
 # bfloat16 (NAME-bfloat16.*, compared with baseline-bfloat16.json), both dtypes being fast there; elsewhere
-# bfloat16 is emulated and slow, and only float32 runs. Exit status: the comparisons' (1: a regression).
+# bfloat16 is emulated and slow, and only float32 runs. Exit status: the first failing comparison's (1: a
+# regression, 2: unusable runs, 3: with STRICT=1, no baseline or one that does not cover the run), else 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 DEVICE=${DEVICE:-$("$PY" -c 'from engine.devices import resolve_device; print(resolve_device(None).type)')}
+STRICT=${STRICT:-0}
 NAME=${1:-run}
 shift || true
 OUT=results/bench/$DEVICE
@@ -32,9 +36,15 @@ for dtype in $DTYPES; do
   if [ "$NAME" = baseline ]; then
     echo "wrote the baseline $OUT/$run.json"
   elif [ -f "$OUT/$base.json" ]; then
-    "$PY" scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" || status=1
+    strict=()
+    if [ "$STRICT" = 1 ]; then strict=(--strict); fi
+    "$PY" scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" ${strict[@]+"${strict[@]}"} || {
+      rc=$?
+      [ "$status" -ne 0 ] || status=$rc
+    }
   else
     echo "no $OUT/$base.json to compare with; make one with: scripts/bench.sh baseline"
+    if [ "$STRICT" = 1 ] && [ "$status" -eq 0 ]; then status=3; fi
   fi
 done
 exit $status

@@ -27,7 +27,9 @@ metric takes over the baseline's rounds (a ratio of two medians: the slowest rou
 fastest of the denominator; an alternating ratio: its pairs' maximum). So the gate is as wide as the reference
 run was noisy, not a fixed percentage; a metric whose baseline records no spread (a layout's TTFT ratio, a
 memory share, records without min/max) is shown and not judged. Metrics of cases the baseline lacks are listed
-as new. Exit status: 0 no regression, 1 a regression, 2 unusable input files.
+as new, and the baseline's metrics the run lacks as missing: neither is judged, so a gate runs with
+`--strict`, which fails (exit status 3) when the baseline does not cover the run. Exit status: 0 no
+regression, 1 a regression, 2 unusable input files, 3 (--strict) a baseline that does not cover the run.
 """
 
 from __future__ import annotations
@@ -201,10 +203,18 @@ def metrics(run: Run) -> dict[str, float]:
     return {name: m.value for name, m in measured(run).items()}
 
 
-def compare(current: Run, baseline: Run) -> tuple[list[str], list[str]]:
-    """(report lines, names of regressed metrics): a metric regresses when the current run's value lies
-    above the highest the baseline's own rounds give it; one whose baseline records no spread is shown,
-    not judged."""
+@dataclass
+class Comparison:
+    lines: list[str]  # the table: every metric of either run
+    regressed: list[str]  # above the baseline's own spread
+    new: list[str]  # measured by the run, lacking in the baseline: not judged
+    missing: list[str]  # in the baseline, not in the run
+
+
+def compare(current: Run, baseline: Run) -> Comparison:
+    """Every metric of both runs: a metric regresses when the current run's value lies above the highest the
+    baseline's own rounds give it; one whose baseline records no spread, or that the baseline lacks, is
+    shown, not judged."""
     if (current.device, current.dtype, current.model) != (baseline.device, baseline.dtype, baseline.model):
         raise BenchError(
             f"{current.path} ({current.device}, {current.dtype}, {current.model}) and {baseline.path} "
@@ -216,26 +226,23 @@ def compare(current: Run, baseline: Run) -> tuple[list[str], list[str]]:
         raise BenchError(
             f"{current.path} and {baseline.path} share no metric (different shapes, e.g. --quick?)"
         )
-    lines = [f"{'metric':<44} {'baseline':>9} {'its spread':>21} {'current':>9} {'change':>8}"]
-    regressed = []
+    out = Comparison(
+        [f"{'metric':<44} {'baseline':>9} {'its spread':>21} {'current':>9} {'change':>8}"], [], [], []
+    )
     for name in common:
         base, value = before[name], now[name].value
         spread = f"{base.spread[0]:.4g}–{base.spread[1]:.4g}" if base.spread else "none"
         bad = base.spread is not None and value > base.spread[1]
-        regressed += [name] if bad else []
+        out.regressed += [name] if bad else []
         flag = "  REGRESSION" if bad else ("  (not judged)" if base.spread is None else "")
-        lines.append(
+        out.lines.append(
             f"{name:<44} {base.value:>9.4g} {spread:>21} {value:>9.4g} {value / base.value - 1:>+8.1%}{flag}"
         )
-    lines += [
-        f"{name:<44} {before[name].value:>9.4g} {'':>21} {'missing':>9}" for name in before if name not in now
-    ]
-    lines += [
-        f"{name:<44} {'-':>9} {'':>21} {now[name].value:>9.4g} {'new':>8}"
-        for name in now
-        if name not in before
-    ]
-    return lines, regressed
+    out.missing = [name for name in before if name not in now]
+    out.lines += [f"{name:<44} {before[name].value:>9.4g} {'':>21} {'missing':>9}" for name in out.missing]
+    out.new = [name for name in now if name not in before]
+    out.lines += [f"{name:<44} {'-':>9} {'':>21} {now[name].value:>9.4g} {'new':>8}" for name in out.new]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,18 +251,34 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("current", type=Path, help="a run's --benchmark-json file")
     parser.add_argument("baseline", type=Path, help="the committed baseline of the same device")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="a gate's mode: also exit 3 when the baseline does not cover the run (a metric it lacks, which "
+        "nothing judges, or one the run lacks)",
+    )
     args = parser.parse_args(argv)
     try:
-        lines, regressed = compare(load_run(args.current), load_run(args.baseline))
+        result = compare(load_run(args.current), load_run(args.baseline))
     except BenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print("\n".join(lines))
-    if regressed:
-        print(f"{len(regressed)} metric(s) above the baseline's own spread: {', '.join(regressed)}")
+    print("\n".join(result.lines))
+    uncovered = args.strict and bool(result.new or result.missing)
+    if uncovered:
+        print(
+            f"the baseline {args.baseline} does not cover this run: {len(result.new)} metric(s) it lacks "
+            f"({', '.join(result.new) or 'none'}), {len(result.missing)} missing from the run "
+            f"({', '.join(result.missing) or 'none'}); make a baseline of this suite on a quiet machine of "
+            "the class it gates: scripts/bench.sh baseline"
+        )
+    if result.regressed:
+        print(
+            f"{len(result.regressed)} metric(s) above the baseline's own spread: {', '.join(result.regressed)}"
+        )
         return 1
     print("no metric above the baseline's own spread")
-    return 0
+    return 3 if uncovered else 0
 
 
 if __name__ == "__main__":

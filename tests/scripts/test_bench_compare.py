@@ -250,3 +250,28 @@ def test_runs_without_common_metrics_are_refused(tmp_path: Path, capsys: pytest.
     other.write_text(json.dumps({"benchmarks": [record(1.0, case="decode", impl="ours", context=64)]}))
     assert bench_compare.main([str(other), str(run_file(tmp_path, "baseline.json"))]) == 2
     assert "share no metric" in capsys.readouterr().err
+
+
+def test_strict_fails_on_a_baseline_that_does_not_cover_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--strict (the CI gate): a metric the baseline lacks would never be judged, one the run lacks never
+    again; either is exit 3 naming them. A regression is still 1; a covered run passes."""
+    base = run_file(tmp_path, "baseline.json")
+    assert bench_compare.main([str(run_file(tmp_path, "same.json")), str(base), "--strict"]) == 0
+    grown = json.loads(run_file(tmp_path, "grown.json").read_text())
+    grown["benchmarks"].append(record(0.5, case="decode", impl="ours", context=512))
+    grown["benchmarks"].append(record(0.6, case="decode", impl="transformers", context=512))
+    (tmp_path / "grown.json").write_text(json.dumps(grown))
+    assert bench_compare.main([str(tmp_path / "grown.json"), str(base)]) == 0
+    capsys.readouterr()
+    assert bench_compare.main([str(tmp_path / "grown.json"), str(base), "--strict"]) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert "1 metric(s) it lacks (ours/transformers decode @512), 0 missing" in out[-2]
+    shrunk = json.loads(run_file(tmp_path, "shrunk.json").read_text())
+    shrunk["benchmarks"] = [r for r in shrunk["benchmarks"] if r["extra_info"]["case"] != "splice"]
+    (tmp_path / "shrunk.json").write_text(json.dumps(shrunk))
+    assert bench_compare.main([str(tmp_path / "shrunk.json"), str(base), "--strict"]) == 3
+    assert "1 missing from the run (splice/recompute 1024)" in capsys.readouterr().out
+    slower = run_file(tmp_path, "slower.json", ours_prefill=1.5)
+    assert bench_compare.main([str(slower), str(base), "--strict"]) == 1

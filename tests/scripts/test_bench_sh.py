@@ -19,15 +19,24 @@ esac
 """
 
 
-def bench_sh(tmp_path: Path, flags: str, name: str = "run") -> list[str]:
-    (tmp_path / "scripts").mkdir()
+def bench_sh(
+    tmp_path: Path, flags: str, name: str = "run", strict: str = "0", baseline: bool = True, status: int = 0
+) -> list[str]:
+    (tmp_path / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "bench.sh", tmp_path / "scripts" / "bench.sh")
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE)
     fake.chmod(0o755)
     (tmp_path / "results" / "bench" / "cpu").mkdir(parents=True)
-    (tmp_path / "results" / "bench" / "cpu" / "baseline.json").write_text("{}")
-    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "DEVICE": "cpu", "BF16_FLAGS": flags}
+    if baseline:
+        (tmp_path / "results" / "bench" / "cpu" / "baseline.json").write_text("{}")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHON": str(fake),
+        "DEVICE": "cpu",
+        "BF16_FLAGS": flags,
+        "STRICT": strict,
+    }
     proc = subprocess.run(
         ["bash", str(tmp_path / "scripts" / "bench.sh"), name, "--quick"],
         env=env,
@@ -35,7 +44,7 @@ def bench_sh(tmp_path: Path, flags: str, name: str = "run") -> list[str]:
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == status, proc.stderr
     return [c for c in (tmp_path / "calls.log").read_text().splitlines() if "cpu_bf16_flags" not in c]
 
 
@@ -65,14 +74,27 @@ def test_a_baseline_run_writes_both_baselines(tmp_path) -> None:
     assert not any("bench_compare.py" in c for c in calls)
 
 
+def test_strict_fails_without_a_baseline_and_compares_strict(tmp_path) -> None:
+    """A gate with nothing to compare against fails (exit 3) where a developer's run only says so; with a
+    baseline, the comparison itself runs strict."""
+    bench_sh(tmp_path / "developer", "", baseline=False)
+    bench_sh(tmp_path / "gate", "", strict="1", baseline=False, status=3)
+    calls = bench_sh(tmp_path / "strict", "", strict="1")
+    assert any("bench_compare.py" in c and c.endswith("baseline.json --strict") for c in calls)
+
+
 def test_the_workflows_gate_on_the_same_comparison() -> None:
-    """CI's benchmark job and the GPU workflow run scripts/bench.sh, whose exit status is bench_compare's."""
+    """CI's benchmark job and the GPU workflow run scripts/bench.sh strict, whose exit status is
+    bench_compare's."""
     root = Path(__file__).resolve().parents[2]
     ci = yaml.safe_load((root / ".github/workflows/ci.yml").read_text())
     gpu = yaml.safe_load((root / ".github/workflows/gpu-bench.yml").read_text())
     for job, device in ((ci["jobs"]["benchmarks"], "cpu"), (gpu["jobs"]["bench"], "cuda")):
         steps = [s for s in job["steps"] if "scripts/bench.sh run" in s.get("run", "")]
         assert len(steps) == 1 and steps[0]["env"]["DEVICE"] == device and "||" not in steps[0]["run"]
+        assert steps[0]["env"]["STRICT"] == "1"
     script = (root / "scripts/bench.sh").read_text()
-    assert 'scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" || status=1' in script
+    assert (
+        'scripts/bench_compare.py "$OUT/$run.json" "$OUT/$base.json" ${strict[@]+"${strict[@]}"} ||' in script
+    )
     assert script.rstrip().endswith("exit $status")
