@@ -9,8 +9,9 @@ template's order costs the run in the other directory.
 The server runs `synthetic:qwen2.5-0.5b`: Qwen2.5's tokenizer and chat template, so every token count is what
 a real Qwen2.5 would be served (the cache's facts do not depend on the weights); its random weights never stop,
 so the replies are scripted (`--replies agent`: a tool call each client knows, then a short answer, forced
-through the engine), and every session runs whole. `--coding-model` serves another model (a tiny random Qwen2
-with a 32k context where the CPU is too slow for a 21k-token prefill of 0.5B). The clients
+through the engine), and every session runs whole. `--coding-model` serves another model
+(`synthetic:qwen2.5-tiny`, 2 random layers of width 64 under Qwen2.5's tokenizer, template and 32k context,
+where the CPU is too slow for a 21k-token prefill of 0.5B: the same token counts). The clients
 are installed and configured as in scripts/agents_check.py (documented settings only, a loopback-only network
 namespace where possible; the server's log and record and the clients' work trees go to `--work`). Writes
 `<out>/requests.csv` (one row per request) and `<out>/report.md` (existing ones only with `--overwrite`;

@@ -36,6 +36,7 @@ STEPS=(
   "kv-compose|$PY -m engine.bench kv-compose --model $M --out $R/kv-compose-smollm2-135m-cpu --overwrite"
   "endpoint|$PY scripts/endpoint_run.py --model $M --out $R/endpoint-smollm2-135m-cpu --overwrite"
   "agents-cache|$PY scripts/agents_cache.py --timeout 3000 --out $R/agents-cache-synthetic_qwen2.5-0.5b-cpu --overwrite"
+  "agents-cache-tiny|$PY scripts/agents_cache.py --coding-model synthetic:qwen2.5-tiny --out $R/agents-cache --overwrite"
   "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
   "bench-paged-before-after|bash scripts/bench_before_after.sh --out $R/bench/cpu/paged-before-after"
   "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --batch 4 8 16 --solo --rounds 7 > $R/bench/cpu/interleaved.txt"
@@ -126,6 +127,7 @@ for step in "${selected[@]}"; do
   cmd=${step#*|}
   case "$name" in
     cluster | sink | status-attention | heatmap-*) ;;  # no clock read: attention and a simulated cost model
+    agents-cache-tiny) ;;  # token counts: a tiny model's seconds are no one's reference
     *) if [ -r /proc/loadavg ]; then wait_quiet; fi ;;
   esac
   load=$(load1 2>/dev/null || echo unknown)

@@ -1,7 +1,10 @@
-"""Exact shapes of real models, for `synthetic:<preset>` runs with seeded random weights.
+"""Exact shapes of real models, for `synthetic:<preset>` runs with seeded random weights, and one tiny shape.
 
 Timing does not depend on weight values, so these give the real models' prefill and decode cost with
 no download. Attention patterns and answers do depend on them: never analyse synthetic weights.
+`qwen2.5-tiny` is no real model's shape: 2 layers of width 64 under Qwen2.5's vocabulary and 32,768-token
+context, so a run served with Qwen's tokenizer and template counts the tokens, cached tokens and misses
+Qwen2.5 would, at a prefill far shorter than 0.5B's (the agents' sessions on a slow CPU).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ SYNTHETIC_PRESETS: dict[str, ModelConfig] = {
     "qwen2.5-0.5b": _qwen2(896, 24, 14, 2, 4864, 151936, tied=True),
     "qwen2.5-1.5b": _qwen2(1536, 28, 12, 2, 8960, 151936, tied=True),
     "qwen2.5-7b": _qwen2(3584, 28, 28, 4, 18944, 152064, tied=False),
+    "qwen2.5-tiny": _qwen2(64, 2, 4, 2, 128, 151936, tied=True),
     "qwen3-0.6b": ModelConfig(
         arch="qwen3",
         vocab_size=151936,

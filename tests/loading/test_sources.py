@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import engine
-from engine.errors import TokenizerMissingError
+from engine.errors import ContextOverflowError, TokenizerMissingError
+from engine.loading.sources import resolve
 from engine.model.config import ModelConfig
 from engine.model.presets import SYNTHETIC_PRESETS
 from tests.conftest import build_hf_model
@@ -107,6 +108,37 @@ def test_synthetic_model_is_seeded_and_labelled() -> None:
     other = engine.load("synthetic:qwen2.5-0.5b", device="cpu", cache_tokens=256, seed=1)
     assert torch.equal(first, again)
     assert not torch.equal(first, other.logits(ids)[-1]) and other.source.digest != a.source.digest
+
+
+def test_tiny_qwen_preset_counts_qwen_tokens_in_a_32k_context() -> None:
+    """synthetic:qwen2.5-tiny: 2 layers of width 64 under Qwen2.5-0.5B's vocabulary, tokenizer, template, stop
+    ids and 32,768-token context, loaded by the engine's own loader and labelled as random weights."""
+    tiny, real = resolve("synthetic:qwen2.5-tiny"), resolve("synthetic:qwen2.5-0.5b")
+    c = tiny.config
+    assert (c.arch, c.hidden_size, c.num_layers, c.num_heads, c.num_kv_heads, c.head_dim) == (
+        "qwen2",
+        64,
+        2,
+        4,
+        2,
+        16,
+    )
+    assert (c.vocab_size, c.max_position_embeddings) == (
+        real.config.vocab_size,
+        real.config.max_position_embeddings,
+    )
+    assert c.max_position_embeddings == 32768 and c.vocab_size == 151936
+    assert (tiny.tokenizer_dir, tiny.eos_ids) == (real.tokenizer_dir, real.eos_ids)
+    e = engine.load("synthetic:qwen2.5-tiny", device="cpu", cache_tokens=256)
+    assert e.info["synthetic_weights"] and e.info["source"] == "synthetic"
+    assert e.tokenizer("Hello, world! 你好").input_ids == [9707, 11, 1879, 0, 220, 108386]
+    chat = e.tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat.startswith("<|im_start|>system\nYou are Qwen") and chat.endswith("<|im_start|>assistant\n")
+    assert len(e.generate("Hello", max_new_tokens=3).token_ids) == 3
+    with pytest.raises(ContextOverflowError, match="context of 32768 tokens"):
+        e.generate([1] * 32767, max_new_tokens=2)
 
 
 def test_hf_config_roundtrip(tiny_dir) -> None:
