@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE = """#!/usr/bin/env bash
 echo "engine=$(cat engine/version 2>/dev/null) benchmarks=$(cat benchmarks/version 2>/dev/null) $*" \\
   >> "$CALLS"
+case "$(cat engine/version 2>/dev/null) $*" in
+  "old -m pytest"*) exit "${BEFORE_PYTEST_STATUS:-0}" ;;
+esac
 """
 
 
@@ -38,7 +41,7 @@ def repository(tmp_path: Path) -> Path:
     return repo
 
 
-def run(repo: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def run(repo: Path, tmp_path: Path, *args: str, before_status: int = 0) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE)
     fake.chmod(0o755)
@@ -47,6 +50,7 @@ def run(repo: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[s
         "PYTHON": str(fake),
         "CALLS": str(tmp_path / "calls.log"),
         "HOME": str(repo),
+        "BEFORE_PYTEST_STATUS": str(before_status),
     }
     return subprocess.run(
         ["bash", "scripts/bench_before_after.sh", *args],
@@ -82,3 +86,26 @@ def test_an_unknown_commit_is_one_line(tmp_path) -> None:
     repo = repository(tmp_path)
     done = run(repo, tmp_path, "--before", "nosuchrev")
     assert done.returncode == 2 and done.stderr.strip() == "error: --before nosuchrev is no commit"
+
+
+def test_a_case_failing_its_own_target_keeps_the_run_going(tmp_path) -> None:
+    """The earlier engine missing a benchmark's target (pytest exit 1, its timings written) is said, not fatal:
+    the later engine runs and the comparison is made; any other stop (2: interrupted, usage) ends the run."""
+    repo = repository(tmp_path)
+    done = run(repo, tmp_path, "--before", "HEAD~1", "--out", "out", before_status=1)
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert sum(" -m pytest " in c for c in calls) == 2 and "bench_compare.py" in calls[-1]
+    assert (
+        (repo / "out" / "comparison.txt")
+        .read_text()
+        .splitlines()[-1]
+        .startswith("cases failed in the before run")
+    )
+    (tmp_path / "calls.log").unlink()
+    stopped = run(repo, tmp_path, "--before", "HEAD~1", "--out", "out", before_status=2)
+    assert (
+        stopped.returncode == 2 and "error: the before run stopped (pytest exit status 2)" in stopped.stderr
+    )
+    assert sum(" -m pytest " in c for c in (tmp_path / "calls.log").read_text().splitlines()) == 1
+    assert len(git(repo, "worktree", "list").splitlines()) == 1
