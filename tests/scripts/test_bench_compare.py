@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.scripts.bench_records import WARM_BOTH_CACHES
+
 _spec = importlib.util.spec_from_file_location(
     "bench_compare", Path(__file__).resolve().parents[2] / "scripts" / "bench_compare.py"
 )
@@ -106,18 +108,7 @@ def test_the_warm_ttft_is_compared_with_a_contiguous_cache(tmp_path: Path) -> No
 
 def test_the_warm_ttft_is_compared_with_each_of_transformers_caches(tmp_path: Path) -> None:
     """Interleaved with a DynamicCache and a StaticCache: a ratio against each, each with its pairs' spread."""
-    warm = record(
-        1.0,
-        case="warm_contiguous",
-        impl="ours/DynamicCache/StaticCache",
-        cached=2048,
-        new=64,
-        ratio=0.9,
-        ratio_min=0.85,
-        ratio_max=0.97,
-        ratios={"StaticCache": {"ratio": 1.01, "ratio_min": 0.95, "ratio_max": 1.08}},
-        memory_share=0.04,
-    )
+    warm = record(1.0, **WARM_BOTH_CACHES)
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {}, "benchmarks": [warm]}))
     got = bench_compare.measured(bench_compare.load_run(path))

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.scripts.bench_records import WARM_BOTH_CACHES
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # bench_report imports bench_compare as a sibling module
 _spec = importlib.util.spec_from_file_location("bench_report", SCRIPTS / "bench_report.py")
@@ -48,19 +50,7 @@ def test_the_decode_section_states_the_step_over_its_weight_stream(tmp_path: Pat
 
 
 def test_the_warm_section_gives_a_ratio_against_each_of_transformers_caches(tmp_path: Path) -> None:
-    warm = record(
-        2.0,
-        case="warm_contiguous",
-        impl="ours/DynamicCache/StaticCache",
-        cached=2048,
-        new=64,
-        ratio=0.9,
-        ratio_min=0.85,
-        ratio_max=0.97,
-        ratios={"StaticCache": {"ratio": 1.01, "ratio_min": 0.95, "ratio_max": 1.08}},
-        pairs=6,
-        memory_share=0.04,
-    )
+    warm = record(2.0, **WARM_BOTH_CACHES)
     cold = record(3.0, case="cached", impl="ours", cached=2048, new=64, ideal_ratio=0.03)
     cold_full = record(30.0, case="prefill", impl="ours", tokens=2112)
     path = tmp_path / "run.json"
