@@ -12,6 +12,9 @@ REPO = Path(__file__).resolve().parents[2]
 FAKE = """#!/usr/bin/env bash
 echo "engine=$(cat engine/version 2>/dev/null) benchmarks=$(cat benchmarks/version 2>/dev/null) $*" \\
   >> "$CALLS"
+case "$*" in
+  "-m pytest"*) echo "${OMP_WAIT_POLICY:-unset}" >> "$CALLS.omp" ;;
+esac
 case "$(cat engine/version 2>/dev/null) $*" in
   "old -m pytest"*) exit "${BEFORE_PYTEST_STATUS:-0}" ;;
 esac
@@ -41,7 +44,9 @@ def repository(tmp_path: Path) -> Path:
     return repo
 
 
-def run(repo: Path, tmp_path: Path, *args: str, before_status: int = 0) -> subprocess.CompletedProcess[str]:
+def run(
+    repo: Path, tmp_path: Path, *args: str, before_status: int = 0, **env: str
+) -> subprocess.CompletedProcess[str]:
     fake = tmp_path / "fake-python"
     fake.write_text(FAKE)
     fake.chmod(0o755)
@@ -51,7 +56,7 @@ def run(repo: Path, tmp_path: Path, *args: str, before_status: int = 0) -> subpr
         "CALLS": str(tmp_path / "calls.log"),
         "HOME": str(repo),
         "BEFORE_PYTEST_STATUS": str(before_status),
-    }
+    } | env
     return subprocess.run(
         ["bash", "scripts/bench_before_after.sh", *args],
         cwd=repo,
@@ -109,3 +114,14 @@ def test_a_case_failing_its_own_target_keeps_the_run_going(tmp_path) -> None:
     )
     assert sum(" -m pytest " in c for c in (tmp_path / "calls.log").read_text().splitlines()) == 1
     assert len(git(repo, "worktree", "list").splitlines()) == 1
+
+
+def test_both_engines_threads_wait_alike(tmp_path) -> None:
+    """The earlier engine predates engine/openmp.py: both sides run with OpenMP's threads waiting passively,
+    as today's engine sets them, or both as the user chose."""
+    repo = repository(tmp_path)
+    assert run(repo, tmp_path, "--before", "HEAD~1", "--out", "out").returncode == 0
+    assert (tmp_path / "calls.log.omp").read_text().split() == ["PASSIVE", "PASSIVE"]
+    (tmp_path / "calls.log.omp").unlink()
+    assert run(repo, tmp_path, "--before", "HEAD~1", "--out", "out", OMP_WAIT_POLICY="ACTIVE").returncode == 0
+    assert (tmp_path / "calls.log.omp").read_text().split() == ["ACTIVE", "ACTIVE"]
