@@ -21,14 +21,14 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 BEFORE=c6e2921^
 OUT=results/bench/cpu/paged-before-after
+ARGS=()  # everything else goes to pytest, before or after --before / --out
 while [ $# -gt 0 ]; do
   case "$1" in
-    --before) BEFORE=$2; shift 2 ;;
-    --out) OUT=$2; shift 2 ;;
-    *) break ;;
+    --before) BEFORE=${2:?--before needs a commit}; shift 2 ;;
+    --out) OUT=${2:?--out needs a folder}; shift 2 ;;
+    *) ARGS+=("$1"); shift ;;
   esac
 done
-ARGS=("$@")
 CASES=(benchmarks/test_prefix.py::test_warm_against_contiguous benchmarks/test_decode.py benchmarks/test_batch.py::test_decode_batch)
 export HF_HUB_OFFLINE=1
 # Both engines' OpenMP threads wait as today's engine sets them (engine/openmp.py, which the earlier engine

@@ -69,7 +69,7 @@ def run(
 
 def test_the_earlier_engine_runs_this_trees_benchmarks_then_this_one_then_the_comparison(tmp_path) -> None:
     repo = repository(tmp_path)
-    done = run(repo, tmp_path, "--before", "HEAD~1", "--out", "out", "--quick")
+    done = run(repo, tmp_path, "--before", "HEAD~1", "--quick", "--out", "out")  # the options in any order
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls.log").read_text().splitlines()
     suites = [c for c in calls if " -m pytest " in c]
