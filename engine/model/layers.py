@@ -46,11 +46,10 @@ class RMSNorm(nn.Module):
         self.weight = empty_param(dim, dtype=dtype, device=device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in float32, as the reference does, then scale in the model's dtype (in place: the
-        # normalised tensor is always a new one). A float32 model skips the two no-op conversions.
-        x32 = x if x.dtype == torch.float32 else x.float()
-        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (normed if x.dtype == torch.float32 else normed.to(x.dtype)).mul_(self.weight)
+        # Normalised in float32, as the reference does (torch's rms_norm computes x * rsqrt(mean(x^2) + eps)
+        # in float32 and rounds once to x's dtype: the same bits as those ops written out, in one call), then
+        # scaled in the model's dtype, in place: the normalised tensor is always a new one.
+        return F.rms_norm(x, (x.shape[-1],), eps=self.eps).mul_(self.weight)
 
 
 class Attention(nn.Module):
@@ -74,10 +73,9 @@ class Attention(nn.Module):
     ) -> torch.Tensor:
         """x `[T, hidden]`: the step's token rows (see StepContext); `rope`: their cos, sin from `Rotary.at`."""
         t, h = x.shape[0], self.h
-        qkv = linear(x, self.qkv_weight, self.qkv_bias)
+        heads = linear(x, self.qkv_weight, self.qkv_bias).view(t, h + 2 * self.kvh, self.d)
         # q and k heads side by side, rotated in one pass: [T, heads + kv_heads, head_dim]
-        qk = qkv[:, : (h + self.kvh) * self.d].view(t, h + self.kvh, self.d)
-        v = qkv[:, (h + self.kvh) * self.d :].view(t, self.kvh, self.d)
+        qk, v = heads[:, : h + self.kvh], heads[:, h + self.kvh :]
         if self.q_norm is not None and self.k_norm is not None:
             qk = torch.cat((self.q_norm(qk[:, :h]), self.k_norm(qk[:, h:])), dim=1)
         qk = Rotary.rotate(qk, *rope)
@@ -130,11 +128,13 @@ class MLP(nn.Module):
         self.gate_up_bias = empty_param(2 * self.inter, dtype=dtype, device=device) if cfg.mlp_bias else None
         self.down_weight = empty_param(cfg.hidden_size, self.inter, dtype=dtype, device=device)
         self.down_bias = empty_param(cfg.hidden_size, dtype=dtype, device=device) if cfg.mlp_bias else None
+        # Two GEMMs on row blocks of the fused matrix rather than one GEMM and a strided split: contiguous
+        # outputs, and 2-5% faster prefill MLPs on CPU (measured side by side; decode is unchanged). The
+        # blocks are views made once (the loader writes the weights in place).
+        w, b, n = self.gate_up_weight, self.gate_up_bias, self.inter
+        self.gate = (w[:n], b[:n] if b is not None else None)
+        self.up = (w[n:], b[n:] if b is not None else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Two GEMMs on row blocks of the fused matrix rather than one GEMM and a strided split: contiguous
-        # outputs, and 2-5% faster prefill MLPs on CPU (measured side by side; decode is unchanged).
-        w, b, n = self.gate_up_weight, self.gate_up_bias, self.inter
-        gate = linear(x, w[:n], b[:n] if b is not None else None)
-        up = linear(x, w[n:], b[n:] if b is not None else None)
+        gate, up = linear(x, *self.gate), linear(x, *self.up)
         return linear(F.silu(gate, inplace=True).mul_(up), self.down_weight, self.down_bias)

@@ -34,19 +34,25 @@ class Rotary:
         self.inv_freq = inv_freq  # on the host: `shift` takes its angles in float64, which MPS lacks
 
     def at(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos, sin `[T, 1, head_dim / 2]` of these positions, in the model's dtype."""
-        return self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+        """The rotation of these positions as `rotate` takes it, `[T, 1, head_dim]` in the model's dtype."""
+        return Rotary.whole(
+            self.cos[positions].unsqueeze(1).to(dtype), self.sin[positions].unsqueeze(1).to(dtype)
+        )
+
+    @staticmethod
+    def whole(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Half-width cos, sin `[..., head_dim / 2]` as `rotate` takes them, over the whole head: (cos, cos)
+        and (-sin, sin)."""
+        return torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1)
 
     @staticmethod
     def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x `[T, heads, head_dim]` rotated: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin), written
-        half by half into one new tensor (no rotated copy of x, no temporaries)."""
+        """x `[T, heads, head_dim]` rotated by `whole` tables: (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin),
+        as x cos + (x2, x1) (-sin, sin): one product and one fused multiply-add over the whole head (the
+        same products and sums, so the same bits, as half by half)."""
         half = x.shape[-1] // 2
-        x1, x2 = x[..., :half], x[..., half:]
-        out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-        torch.mul(x1, cos, out=out[..., :half]).addcmul_(x2, sin, value=-1)
-        torch.mul(x2, cos, out=out[..., half:]).addcmul_(x1, sin)
-        return out
+        swapped = x.reshape(*x.shape[:-1], 2, half).flip(-2).view(x.shape)
+        return (x * cos).addcmul_(swapped, sin)
 
     def shift(self, x: torch.Tensor, delta: int) -> torch.Tensor:
         """Move keys already rotated for positions p to positions p + delta (delta may be negative): RoPE
@@ -58,4 +64,4 @@ class Rotary:
             return x
         angle = delta * self.inv_freq.double()
         cos, sin = (f.float().to(x.device) for f in (angle.cos(), angle.sin()))
-        return Rotary.rotate(x.float(), cos, sin).to(x.dtype)
+        return Rotary.rotate(x.float(), *Rotary.whole(cos, sin)).to(x.dtype)

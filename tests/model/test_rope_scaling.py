@@ -87,9 +87,10 @@ def test_tables_equal_transformers_rotary_embedding_to_131072() -> None:
     ours_cos, ours_sin = Rotary(
         cfg.head_dim, cfg.rope_theta, 131072, torch.device("cpu"), cfg.rope_scaling
     ).at(positions, torch.float32)
-    half = cfg.head_dim // 2
-    assert torch.allclose(ours_cos[:, 0], cos[0, :, :half], atol=1e-6, rtol=0)
-    assert torch.allclose(ours_sin[:, 0], sin[0, :, half:], atol=1e-6, rtol=0)
+    half = cfg.head_dim // 2  # ours are rotate-half's tables over the whole head: (cos, cos), (-sin, sin)
+    assert torch.allclose(ours_cos[:, 0], cos[0], atol=1e-6, rtol=0)
+    assert torch.allclose(ours_sin[:, 0, :half], -sin[0, :, :half], atol=1e-6, rtol=0)
+    assert torch.allclose(ours_sin[:, 0, half:], sin[0, :, half:], atol=1e-6, rtol=0)
     assert cos.abs().max() > 1.1  # the magnitude factor, 1 + 0.1 ln 4
 
 

@@ -51,13 +51,13 @@ def test_bfloat16_shift_rounds_once() -> None:
     rope = Rotary(64, 1e6, 8, torch.device("cpu"))
     x = torch.randn(256, 2, 64, generator=torch.Generator().manual_seed(1)).bfloat16()
     angle = 12345 * rope.inv_freq.double()
-    exact = Rotary.rotate(x.double(), angle.cos(), angle.sin())
+    exact = Rotary.rotate(x.double(), *Rotary.whole(angle.cos(), angle.sin()))
     got = rope.shift(x, 12345)
     assert got.dtype == torch.bfloat16
     ulp = torch.finfo(torch.bfloat16).eps * exact.abs().clamp_min(1e-30)  # the spacing above |exact|
     assert ((got.double() - exact).abs() <= ulp).all()
     assert (got == exact.bfloat16()).float().mean() > 0.999
-    in_bf16 = Rotary.rotate(x, angle.cos().bfloat16(), angle.sin().bfloat16())
+    in_bf16 = Rotary.rotate(x, *Rotary.whole(angle.cos().bfloat16(), angle.sin().bfloat16()))
     assert (in_bf16 == exact.bfloat16()).float().mean() < 0.9
 
 

@@ -8,7 +8,7 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
 
 - `causal` (every span starts at 0: cold prefills): one causal call over the step's own new K/V; the pool
   is not read;
-- `gathered` (every decode step off the CPU; on it, one sequence's in one run): the keys [0, start + length) of every sequence gathered
+- `gathered` (every decode step off the CPU): the keys [0, start + length) of every sequence gathered
   from the pool through its block table into one `[sequences, kv_heads, longest, head_dim]` buffer (reused
   by every layer of the step), then one masked call (off the CPU: the mask folded for the query heads once
   per step; one sequence's chunk lower-right causal with `enable_gqa`, no mask made);
@@ -16,12 +16,12 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   by one call without a causal mask, the new keys by one causal call, both returning their log-sum-exps,
   merged exactly (`merge`): the work of the FLOP model, where one masked call over all keys would compute
   every (query, key) score and skip none;
-- `runs` (a CPU decode step, but for one sequence in one run): each sequence's query over its runs of
-  consecutive blocks, one call per run, merged by log-sum-exp: one or two runs read in place; of more, the
-  long ones in place and the short ones (where there are two or more) gathered into one segment, all rows'
-  by one index a layer (`RunReads`): a gather of every sequence's whole context every layer copied what
-  lay in place; each run's view of every layer made once per step, a layer's read one index. A row reads
-  the same alone or beside any others;
+- `runs` (every CPU decode step): each sequence's query over its runs of consecutive blocks, one call per
+  run, merged by log-sum-exp: one or two runs read in place; of more, the long ones in place and the short
+  ones (where there are two or more) gathered into one segment, all rows' by one index a layer
+  (`RunReads`): a gather of every sequence's whole context every layer copied what lay in place; each run's
+  view of every layer made once per step, a layer's read one index. A row reads the same alone or beside
+  any others;
 - `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
   keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
   work and rounding (bitwise equal to it), start x start / 2 scores wasted.
@@ -109,7 +109,7 @@ class TorchPlan:
         ends = [s + (n if self.mode != "split" else 0) for s, n in zip(starts, lengths, strict=True)]
         self.runs = [runs_of(s.block_table, e, kv.block_size) for s, e in zip(spans, ends, strict=True)]
         self.run = self.runs[0][0] if self.n == 1 and len(self.runs[0]) == 1 else None
-        if self.run is None and self.width == 1 and split:
+        if self.width == 1 and split:
             self.mode = "runs"  # CPU decode rows, each over its runs: long ones in place, short ones gathered
             self.reads = RunReads(self.runs, kv, device)
             return
@@ -173,8 +173,9 @@ class TorchPlan:
         """Decode rows `[n, heads, head_dim]`, each sequence's query over its reads (`RunReads`: long runs of
         consecutive blocks in place, short ones gathered; CPU flash, one call each), merged by their
         log-sum-exps."""
-        rows = []
-        for row, views in zip(q[:, :, None].split(1), self.reads.rows(layer), strict=True):
+        queries, rows = q[:, :, None], []
+        for b, views in enumerate(self.reads.rows(layer)):
+            row = queries if self.n == 1 else queries[b : b + 1]
             out = lse = None
             for i, (keys, values) in enumerate(views):
                 o, lse_run = attend(row, keys, values, None, False, True)
@@ -187,7 +188,7 @@ class TorchPlan:
                     lse = torch.logaddexp(lse, lse_run)
             assert out is not None
             rows.append(out)
-        return torch.cat(rows).view(q.shape)
+        return (rows[0] if self.n == 1 else torch.cat(rows)).view(q.shape)
 
     def _batched(self, x: torch.Tensor) -> torch.Tensor:
         """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
