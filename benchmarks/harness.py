@@ -47,6 +47,7 @@ class Shapes:
         32,
     )  # sequences of one decode step (ModelRunner.run), at batch_context
     warm_peer: tuple[int, ...] = ()  # cached S of the warm TTFT (S + WARM_NEW) against a contiguous cache
+    scattered_context: int = 2048  # prompts of the decode step over scattered block tables
     hash_requests: int = 100_000  # requests of the hash-id (Mooncake) replay case
     long: tuple[int, ...] = ()  # long-context cold prefills on `--long-model`; the longest also warm/cold
     long_new: int = 1024  # new tokens of that warm case: all of the prompt but these is cached
@@ -107,7 +108,11 @@ class Shapes:
             for name in ("prefill", "contexts", "warm", "warm_peer")
             if getattr(kept, name) != getattr(self, name)
         ]
-        fixed = max(self.diverging[0], self.batch_context + max(*self.batch, *self.step_batch))
+        fixed = max(
+            self.diverging[0],
+            self.batch_context + max(*self.batch, *self.step_batch),
+            2 * self.scattered_context + MAX_ROUNDS + 16,
+        )
         if not kept.prefill or not kept.contexts or fixed > room:
             raise ValueError(
                 f"a {context:,}-token context is too short for these shapes (cold prefills of "
@@ -144,6 +149,7 @@ QUICK = Shapes(
     step_batch=(1, 8),
     warm_peer=(512,),
     hash_requests=10_000,
+    scattered_context=512,
 )
 # A GPU's check (scripts/device_check.py): the long contexts that GPU targets are stated at, a short budget
 DEVICE = Shapes(
@@ -173,6 +179,7 @@ SMOKE = Shapes(
     step_batch=(1, 8),
     warm_peer=(128,),
     hash_requests=2_000,
+    scattered_context=128,
     long=(512,),
     long_new=128,
 )
@@ -183,6 +190,7 @@ SMOKE = Shapes(
 LONG = replace(FULL, long=(8192, 16384, 32768), trace=(64, 108_000))
 SHAPES = {"full": FULL, "quick": QUICK, "device": DEVICE, "smoke": SMOKE, "long": LONG}
 MAX_ROUNDS = 200
+SCATTERED_ROWS = 8  # requests of the decode step over scattered block tables
 
 
 def available_devices() -> list[str]:
@@ -237,7 +245,9 @@ class Pair(Solo):
     both: published blocks in ours, a DynamicCache of the first `max_cached` tokens in theirs."""
 
     def __init__(self, model: str, device: str, dtype: str | None, shapes: Shapes) -> None:
-        super().__init__(model, device, dtype, 4 * shapes.base_length + 4096)  # the base + the rounds' blocks
+        # the base + the rounds' blocks + the scattered decode's requests
+        scattered = SCATTERED_ROWS * (2 * shapes.scattered_context + MAX_ROUNDS + 16 + BLOCK)
+        super().__init__(model, device, dtype, 4 * shapes.base_length + 4096 + scattered)
         self.theirs = transformers_twin(self.ours)
         self.base = random_tokens(shapes.base_length, seed=0, vocab=self.config.vocab_size)
         self._check_same_model()

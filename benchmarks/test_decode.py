@@ -9,7 +9,16 @@ from collections.abc import Callable
 
 import torch
 
-from benchmarks.harness import MAX_ROUNDS, Pair, Shapes, decode_request, measure, measure_alternating, rewind
+from benchmarks.harness import (
+    MAX_ROUNDS,
+    SCATTERED_ROWS,
+    Pair,
+    Shapes,
+    decode_request,
+    measure,
+    measure_alternating,
+    rewind,
+)
 from engine.bench.reporting.stats import verdict
 from engine.inspect.flops import forward_flops
 from engine.model.decoder import Decoder
@@ -64,27 +73,65 @@ def test_decode_step_batch(benchmark, pair: Pair, shapes: Shapes, step_batch: in
     `step_batch` requests decode together, each over the `batch_context` cached tokens and a token of its
     own: with one attention dispatch per layer, 8 at once should cost little more than one. Public API only,
     so the same case times any version of the engine."""
-    e, context = pair.ours, shapes.batch_context
+    context = shapes.batch_context
     prompts = [pair.base[:context] + [pair.base[context + i]] for i in range(step_batch)]
-    ids = [e.add_request(p, max_new_tokens=MAX_ROUNDS + 16, ignore_eos=True) for p in prompts]
+    benchmark.group = f"decode step batch @{context} {pair.device.type}"
+    _time_decoding(benchmark, pair, shapes, prompts, MAX_ROUNDS + 16, "decode_step_batch", context=context)
+
+
+def test_decode_step_scattered(benchmark, pair: Pair, shapes: Shapes) -> None:
+    """One engine step while 8 requests decode together, each over a prompt of its own of
+    `scattered_context` tokens (nothing shared): the prompts prefilled together, chunk by chunk, beside the
+    first ones' decoding, so each request's blocks lie in runs of consecutive blocks (SmolLM2 at 2,048
+    tokens: 20, 20, 19, 20, 10, 10, 1 and 1 runs), as a busy server's do. What the step's attention copies
+    from the pool is what this case tells apart (a gather of every row's whole context each layer, or runs
+    read in place); the record keeps the runs per row. Public API only, so the same case times any version
+    of the engine."""
+    context = shapes.scattered_context
+    prompts = [pair.tokens(context, seed=100 + i) for i in range(SCATTERED_ROWS)]
+    benchmark.group = f"decode step scattered @{context} {pair.device.type}"
+    # the first decodes while the last prefills: room for as many tokens as a prompt, then for the rounds
+    room = context + MAX_ROUNDS + 16
+    _time_decoding(benchmark, pair, shapes, prompts, room, "decode_step_scattered", context=context)
+
+
+def _time_decoding(
+    benchmark, pair: Pair, shapes: Shapes, prompts: list[list[int]], room: int, case: str, **info
+) -> None:
+    """`Engine.step` timed once every request of `prompts` (each allowed `room` new tokens) is past its
+    prefill, so that each step decodes all of them; the record keeps the runs of consecutive blocks of each
+    request's block table. The requests are aborted after."""
+    e = pair.ours
+    ids = [e.add_request(p, max_new_tokens=room, ignore_eos=True) for p in prompts]
     try:
         pending = set(ids)
-        while pending:  # every request past its prefill: each step from here decodes all of them
-            pending -= {out.request_id for out in e.step()}
-        benchmark.group = f"decode step batch @{context} {pair.device.type}"
+        while pending:
+            for out in e.step():
+                if out.error is not None:
+                    raise out.error
+                pending.discard(out.request_id)
+        if any(rid not in e.requests for rid in ids):
+            raise RuntimeError(f"a request decoded {room} tokens before the last prompt was prefilled")
+        runs = [_runs(e.requests[rid].seq.block_table) for rid in ids]
         measure(
             benchmark,
             pair,
             e.step,
             shapes.budget_s,
-            case="decode_step_batch",
+            case=case,
             impl="ours",
-            batch=step_batch,
-            context=context,
+            batch=len(ids),
+            runs_per_row=runs,
+            **info,
         )
     finally:
         for rid in ids:
             e.abort(rid)
+
+
+def _runs(table: list[int]) -> int:
+    """Runs of consecutive block ids in a block table."""
+    return sum(1 for i, block in enumerate(table) if i == 0 or block != table[i - 1] + 1)
 
 
 def test_decode_weight_stream(benchmark, pair: Pair, shapes: Shapes) -> None:
