@@ -80,6 +80,8 @@ def label(info: dict[str, Any]) -> str:
         return f"decode step/weights @{info['context']}"
     if case == "decode_step_batch":
         return f"decode step batch {info['batch']} @{info['context']}"
+    if case == "decode_step_scattered":  # B requests over prompts of their own, block tables in many runs
+        return f"decode step scattered {info['batch']} @{info['context']}"
     if case == "warm_contiguous":
         return f"warm {info['cached']}+{info['new']}"
     return f"{case} {info['tokens']}"

@@ -75,6 +75,7 @@ def test_decode_steps_are_compared_with_transformers_one_sequence_and_the_weight
         record(0.19, case="decode_weights", impl="step/weights", context=512, ratio=1.4, weight_bytes=2e9),
         record(0.02, case="decode_step_batch", impl="ours", batch=1, context=1024),
         record(0.03, case="decode_step_batch", impl="ours", batch=8, context=1024),
+        record(0.05, case="decode_step_scattered", impl="ours", batch=8, context=2048, runs_per_row=[20, 1]),
     ]
     path = tmp_path / "run.json"
     path.write_text(json.dumps({"machine_info": {}, "benchmarks": steps}))
