@@ -208,6 +208,9 @@ def create_app(
         parse, handler = apis[api]
         req = parse(body, request.headers, state.names)
         req.tool_format = state.tool_format
+        # again: a drain may have begun while the body was read; from here to `answering.add` nothing awaits,
+        # so a request is either refused here or in `answering` when the drain ends the rest
+        state.drain.refuse_if_draining()
         try:
             return await answer(
                 state.worker, request, req, handler, state.record, state.keepalive_s, state.drain.answering

@@ -89,6 +89,38 @@ def test_what_is_still_running_after_the_grace_period_ends_with_a_503(gated: tup
     assert not server.state.drain.answering
 
 
+def test_a_body_still_arriving_when_the_drain_begins_gets_a_503(gated: tuple[InProcess, Gate]) -> None:
+    """The request passed the first check before the drain; its body ends after the drain has ended what was
+    in flight: it is refused, not left waiting on an engine nobody will answer it from."""
+    server, gate = gated
+    gate.close()
+    started, go_on = threading.Event(), threading.Event()
+    raw = json.dumps(BODY).encode()
+
+    def body() -> Iterator[bytes]:
+        yield raw[:10]
+        started.set()
+        go_on.wait(60)
+        yield raw[10:]
+
+    out: dict[str, httpx.Response] = {}
+    headers = {"content-type": "application/json", "content-length": str(len(raw))}
+    thread = threading.Thread(
+        target=lambda: out.update(
+            reply=httpx.post(server.url + "/v1/chat/completions", content=body(), headers=headers, timeout=60)
+        )
+    )
+    thread.start()
+    assert started.wait(60)
+    time.sleep(0.2)  # the head is read and the first check passed: the handler now waits for the body
+    drain(server, grace_s=0).result(timeout=60)
+    go_on.set()
+    thread.join(timeout=90)
+    assert out["reply"].status_code == 503
+    assert out["reply"].json()["error"]["code"] == "shutting_down"
+    assert not server.state.drain.answering
+
+
 def test_sigterm_drains_the_server_process_and_it_exits_cleanly(
     tmp_path: Path, tiny_dir: Callable[..., Path]
 ) -> None:
