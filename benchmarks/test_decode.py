@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import os
 import statistics
-from collections.abc import Callable
-
-import torch
 
 from benchmarks.harness import (
     MAX_ROUNDS,
@@ -19,10 +16,9 @@ from benchmarks.harness import (
     measure_alternating,
     rewind,
 )
+from benchmarks.weight_stream import weight_rows, weight_stream
 from engine.bench.reporting.stats import verdict
 from engine.inspect.flops import forward_flops
-from engine.model.decoder import Decoder
-from engine.model.layers import linear
 
 ALTERNATING_ROUNDS = 7
 FIXED_COST = 0.15  # the decode step's target: at most this share of its weight stream on top of it
@@ -172,23 +168,3 @@ def test_decode_weight_stream(benchmark, pair: Pair, shapes: Shapes) -> None:
         f"load {os.getloadavg()[0]:.2f}"
     )
     assert word != "higher", f"the decode step's fixed cost is over {FIXED_COST:.0%} of its weight stream"
-
-
-def weight_rows(model: Decoder) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """(weight, one input row) for every matrix a decode step multiplies by, in the order it does."""
-    mats: list[torch.Tensor] = []
-    for layer in model.layers:
-        attn, mlp = layer.attn, layer.mlp
-        gate_up = mlp.gate_up_weight
-        mats += [attn.qkv_weight, attn.o_weight, gate_up[: mlp.inter], gate_up[mlp.inter :], mlp.down_weight]
-    mats.append(model.lm_head)
-    return [(w, torch.randn(1, w.shape[1], dtype=w.dtype, device=w.device)) for w in mats]
-
-
-def weight_stream(rows: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
-    @torch.inference_mode()
-    def stream() -> None:
-        for w, x in rows:
-            linear(x, w)
-
-    return stream

@@ -11,7 +11,8 @@
 # one the run lacks), fails with exit status 3 instead of passing unjudged. On a CPU with bfloat16 matrix instructions
 # (AMX-BF16 or AVX512-BF16, as engine.devices detects them) the suite runs twice: in float32 (NAME.*) and in
 # bfloat16 (NAME-bfloat16.*, compared with baseline-bfloat16.json), both dtypes being fast there; elsewhere
-# bfloat16 is emulated and slow, and only float32 runs. Exit status: the first failing comparison's (1: a
+# bfloat16 is emulated and slow, and only float32 runs. DTYPES=default (the device's default dtype: float32 on a CPU)
+# or DTYPES=bfloat16 runs that one alone, e.g. one baseline at a time. Exit status: the first failing comparison's (1: a
 # regression, 2: unusable runs, 3: with STRICT=1, no baseline or one that does not cover the run), else 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,10 +24,20 @@ shift || true
 OUT=results/bench/$DEVICE
 mkdir -p "$OUT"
 export HF_HUB_OFFLINE=1
-# The dtypes worth timing on this device: float32 on a CPU, plus bfloat16 where the CPU computes it natively
-DTYPES=default
-if [ "$DEVICE" = cpu ] && [ -n "$("$PY" -c 'from engine.devices import cpu_bf16_flags; print(*cpu_bf16_flags())')" ]; then
-  DTYPES="default bfloat16"
+# The dtypes worth timing on this device: float32 on a CPU, plus bfloat16 where the CPU computes it natively;
+# DTYPES="default" or "bfloat16" picks one of them
+if [ -n "${DTYPES:-}" ]; then
+  for dtype in $DTYPES; do
+    case "$dtype" in
+      default | bfloat16) ;;
+      *) echo "error: DTYPES takes default and/or bfloat16, not $dtype" >&2; exit 2 ;;
+    esac
+  done
+else
+  DTYPES=default
+  if [ "$DEVICE" = cpu ] && [ -n "$("$PY" -c 'from engine.devices import cpu_bf16_flags; print(*cpu_bf16_flags())')" ]; then
+    DTYPES="default bfloat16"
+  fi
 fi
 status=0
 for dtype in $DTYPES; do

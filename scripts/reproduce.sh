@@ -37,7 +37,8 @@ STEPS=(
   "endpoint|$PY scripts/endpoint_run.py --model $M --out $R/endpoint-smollm2-135m-cpu --overwrite"
   "agents-cache|$PY scripts/agents_cache.py --timeout 3000 --out $R/agents-cache-synthetic_qwen2.5-0.5b-cpu --overwrite"
   "agents-cache-tiny|$PY scripts/agents_cache.py --coding-model synthetic:qwen2.5-tiny --out $R/agents-cache --overwrite"
-  "bench-baseline|DEVICE=cpu bash scripts/bench.sh baseline"
+  "bench-baseline|DEVICE=cpu DTYPES=default bash scripts/bench.sh baseline"
+  "bench-baseline-bfloat16|DEVICE=cpu DTYPES=bfloat16 bash scripts/bench.sh baseline"
   "bench-paged-before-after|bash scripts/bench_before_after.sh --out $R/bench/cpu/paged-before-after"
   "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --batch 4 8 16 --solo --rounds 7 > $R/bench/cpu/interleaved.txt"
 )

@@ -20,7 +20,13 @@ esac
 
 
 def bench_sh(
-    tmp_path: Path, flags: str, name: str = "run", strict: str = "0", baseline: bool = True, status: int = 0
+    tmp_path: Path,
+    flags: str,
+    name: str = "run",
+    strict: str = "0",
+    baseline: bool = True,
+    status: int = 0,
+    dtypes: str | None = None,
 ) -> list[str]:
     (tmp_path / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "bench.sh", tmp_path / "scripts" / "bench.sh")
@@ -37,6 +43,8 @@ def bench_sh(
         "BF16_FLAGS": flags,
         "STRICT": strict,
     }
+    if dtypes is not None:
+        env["DTYPES"] = dtypes
     proc = subprocess.run(
         ["bash", str(tmp_path / "scripts" / "bench.sh"), name, "--quick"],
         env=env,
@@ -72,6 +80,21 @@ def test_a_baseline_run_writes_both_baselines(tmp_path) -> None:
         "results/bench/cpu/baseline-bfloat16.json",
     ]
     assert not any("bench_compare.py" in c for c in calls)
+
+
+def test_dtypes_picks_one_baseline_at_a_time(tmp_path) -> None:
+    """DTYPES=default on a bfloat16 CPU runs float32 alone; DTYPES=bfloat16 the other half; anything else is
+    refused before the suite runs."""
+    calls = bench_sh(tmp_path / "f32", "AMX-BF16", name="baseline", dtypes="default")
+    suite = [c for c in calls if c.startswith("-m pytest")]
+    assert len(suite) == 1 and "--dtype" not in suite[0] and "baseline.json" in suite[0]
+    calls = bench_sh(tmp_path / "bf16", "AMX-BF16", name="baseline", dtypes="bfloat16")
+    suite = [c for c in calls if c.startswith("-m pytest")]
+    assert len(suite) == 1 and "--dtype bfloat16" in suite[0] and "baseline-bfloat16.json" in suite[0]
+    (tmp_path / "bad" / "calls.log").parent.mkdir()
+    (tmp_path / "bad" / "calls.log").write_text("")
+    calls = bench_sh(tmp_path / "bad", "AMX-BF16", dtypes="float16", status=2)
+    assert not [c for c in calls if c.startswith("-m pytest")]
 
 
 def test_strict_fails_without_a_baseline_and_compares_strict(tmp_path) -> None:
