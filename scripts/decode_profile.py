@@ -26,19 +26,24 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-from torch.profiler import ProfilerActivity, profile
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's engine
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import engine  # noqa: E402  (before torch: its OpenMP threads wait passively, as a user's do)
 
-from benchmarks.harness import Solo, decode_request  # noqa: E402
+# isort: split
+import torch  # noqa: E402
+from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from benchmarks.harness import decode_request, random_tokens  # noqa: E402
 from benchmarks.weight_stream import weight_rows, weight_stream  # noqa: E402
 from engine.arguments import int_flag  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.bench.reporting.stats import paired  # noqa: E402
 from engine.devices import cpu_bf16_flags, dtype_name  # noqa: E402
+from engine.runtime.engine import Engine  # noqa: E402
 
 MATMULS = {"aten::mm", "aten::addmm", "aten::linear", "aten::matmul"}  # the stream's work; the rest is added
+Table = dict[str, tuple[float, float]]  # aten op -> (calls, self microseconds) per call
 
 
 def timed_rounds(sides: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
@@ -53,7 +58,7 @@ def timed_rounds(sides: dict[str, Callable[[], object]], rounds: int) -> dict[st
     return seconds
 
 
-def op_table(fn: Callable[[], object], steps: int) -> tuple[dict[str, tuple[float, float]], float]:
+def op_table(fn: Callable[[], object], steps: int) -> tuple[Table, float]:
     """Per aten op, (calls, self microseconds) per call of `fn` under the profiler, and the profiled wall
     microseconds per call."""
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -67,6 +72,27 @@ def op_table(fn: Callable[[], object], steps: int) -> tuple[dict[str, tuple[floa
         if e.key.startswith("aten::")
     }
     return ops, wall_us
+
+
+def step_and_stream(
+    ours: Engine, context: int, rounds: int, steps: int
+) -> tuple[dict[str, list[float]], dict[str, tuple[Table, float]]]:
+    """One row's decode step at `context` cached tokens and its weight stream: the seconds of each over
+    `rounds` alternating unprofiled rounds (after 4 of warm-up), and each side's op table and profiled wall
+    microseconds per call over `steps` calls."""
+    prompt = random_tokens(context + 1, seed=0, vocab=ours.config.vocab_size)
+    ours.generate(prompt, max_new_tokens=1)  # publishes every full block: the step reads them in the pool
+    stream = weight_stream(weight_rows(ours.model))
+    with decode_request(ours, prompt) as req:
+
+        def step() -> int:
+            req.seq.num_kv = context  # every call rewrites the same position
+            return ours.runner.run([(req, 1)])[1].argmax().item()
+
+        sides = {"step": step, "stream": stream}
+        timed_rounds(sides, 4)  # warm-up
+        seconds = timed_rounds(sides, rounds)
+        return seconds, {name: op_table(fn, steps) for name, fn in sides.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -89,21 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
 
-    solo = Solo(args.model, "cpu", args.dtype, cache_tokens=args.context + 4096)
-    ours = solo.ours
-    prompt = solo.tokens(args.context + 1, seed=0)
-    ours.generate(prompt, max_new_tokens=1)  # publishes every full block: the step reads them in the pool
-    stream = weight_stream(weight_rows(ours.model))
-    with decode_request(ours, prompt) as req:
-
-        def step() -> int:
-            req.seq.num_kv = args.context  # every call rewrites the same position
-            return ours.runner.run([(req, 1)])[1].argmax().item()
-
-        sides = {"step": step, "stream": stream}
-        timed_rounds(sides, 4)  # warm-up
-        seconds = timed_rounds(sides, args.rounds)
-        tables = {name: op_table(fn, args.steps) for name, fn in sides.items()}
+    ours = engine.load(args.model, "cpu", args.dtype, cache_tokens=args.context + 4096)
+    seconds, tables = step_and_stream(ours, args.context, args.rounds, args.steps)
 
     flags = " ".join(cpu_bf16_flags()) or "no bfloat16 matrix instructions"
     print(
@@ -143,9 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-def diff(
-    key: str, step_ops: dict[str, tuple[float, float]], stream_ops: dict[str, tuple[float, float]]
-) -> float:
+def diff(key: str, step_ops: Table, stream_ops: Table) -> float:
     return step_ops.get(key, (0.0, 0.0))[1] - stream_ops.get(key, (0.0, 0.0))[1]
 
 
