@@ -102,6 +102,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         "step_batch": list(shapes.step_batch),
         "warm_peer": list(shapes.warm_peer),
         "long": list(shapes.long),
+        "longest": list(shapes.long[-1:]),  # none outside --shapes long: the case is not collected
     }
     for name, values in params.items():
         if name in metafunc.fixturenames:

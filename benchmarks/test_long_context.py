@@ -41,10 +41,10 @@ def test_long_prefill(benchmark, solo: Solo, shapes: Shapes, long: int) -> None:
     benchmark.extra_info |= memory_info(solo, scope)
 
 
-def test_long_warm_vs_cold(benchmark, solo: Solo, shapes: Shapes) -> None:
+def test_long_warm_vs_cold(benchmark, solo: Solo, shapes: Shapes, longest: int) -> None:
     """At the longest length L: L - long_new tokens cached (a new suffix each round, so that only the prefix is
     served from cache) against the cold prefill of a prompt of L; the ratio is warm / cold."""
-    n, new = max(shapes.long), shapes.long_new
+    n, new = longest, shapes.long_new
     prefix = solo.tokens(n - new, seed=2)
     solo.ours.generate(prefix, max_new_tokens=1)  # untimed: publishes the prefix's blocks
     cold_ids, warm_ids, seeds, runs = solo.tokens(n, seed=3), [], itertools.count(10**6), []

@@ -25,6 +25,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -72,14 +73,16 @@ class Served:
     def __init__(self, model: str, device: str, dtype: str, cache_tokens: int, port: int) -> None:
         args = ["--model", model, "--device", device, "--dtype", dtype, "--cache-tokens", str(cache_tokens)]
         cmd = [sys.executable, "-m", "engine.serve", *args, "--port", str(port), "--log-level", "warning"]
-        env = os.environ | {"KVTESTBED_API_KEY": ""}
-        self.process = subprocess.Popen(
-            cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-        )
+        env = {k: v for k, v in os.environ.items() if k != "KVTESTBED_API_KEY"}  # no key: served without one
+        self.log = tempfile.TemporaryFile()  # the server's stderr, shown if it does not start
+        self.process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.log, env=env)
         self.model, self.port = model, port
         deadline = time.monotonic() + 300
         while True:
-            assert self.process.poll() is None and time.monotonic() < deadline, "the server did not start"
+            if self.process.poll() is not None or time.monotonic() >= deadline:
+                self.log.seek(0)
+                said = self.log.read().decode(errors="replace")[-2000:]
+                raise AssertionError(f"the server did not start: {said}")
             try:
                 ready = self.connect()
                 ready.request("GET", "/metrics")
@@ -113,6 +116,7 @@ class Served:
     def stop(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
+        self.log.close()
 
 
 @pytest.fixture(scope="module")

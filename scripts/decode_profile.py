@@ -11,7 +11,7 @@ benchmark's number. Then each runs `--steps` times under `torch.profiler` and ev
 calls and self time per step on both sides, largest difference first; the ops the step adds over the stream,
 the matrix multiplies' own difference, and the host time outside any op (the profiled step's wall time less its
 ops' self time: Python, the runner, the profiler's own cost per op) add up to the profiled step / stream gap.
-The profiler adds a few microseconds per op, so its per-step times run above the unprofiled ones: read its
+The profiler adds about half a microsecond per op, so its per-step times run above the unprofiled ones: read its
 table for where the time goes, the unprofiled line for how much. CPU only (on a GPU the self times would be
 the host's launches, not the kernels).
 """
@@ -39,6 +39,7 @@ from benchmarks.weight_stream import weight_rows, weight_stream  # noqa: E402
 from engine.arguments import int_flag  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.bench.reporting.stats import paired  # noqa: E402
+from engine.cli import run  # noqa: E402
 from engine.devices import cpu_bf16_flags, dtype_name  # noqa: E402
 from engine.runtime.engine import Engine  # noqa: E402
 
@@ -95,14 +96,17 @@ def step_and_stream(
         return seconds, {name: op_table(fn, steps) for name, fn in sides.items()}
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument(
         "--dtype", default=None, help="float32, bfloat16, ... (default: the model's choice here)"
     )
     parser.add_argument(
-        "--context", type=int_flag(), default=512, help="tokens cached before the step (default 512)"
+        "--context",
+        type=int_flag(),
+        default=512,
+        help="tokens cached before the step, whole blocks (default 512)",
     )
     parser.add_argument(
         "--rounds", type=int_flag(), default=40, help="unprofiled rounds of each side (default 40)"
@@ -116,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     ours = engine.load(args.model, "cpu", args.dtype, cache_tokens=args.context + 4096)
+    if args.context % ours.blocks.block_size:  # only whole blocks are cached: the step must read all of them
+        parser.error(f"--context must be a multiple of the block size, {ours.blocks.block_size}")
     seconds, tables = step_and_stream(ours, args.context, args.rounds, args.steps)
 
     flags = " ".join(cpu_bf16_flags()) or "no bfloat16 matrix instructions"
@@ -154,6 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         f"({sum(c for k, (c, _) in step_ops.items() if k not in MATMULS):.0f} calls), host outside ops "
         f"{step_host - stream_host:+.0f} us (step {step_host:.0f}, stream {stream_host:.0f})"
     )
+    return 0
 
 
 def diff(key: str, step_ops: Table, stream_ops: Table) -> float:
@@ -161,4 +168,4 @@ def diff(key: str, step_ops: Table, stream_ops: Table) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)  # a model that does not load: one line, exit status 2

@@ -19,7 +19,7 @@ from engine.bench.reporting.fleet_report import (
 )
 from engine.bench.reporting.replay_report import table
 from engine.bench.reporting.results import environment
-from engine.bench.reporting.run_folder import interrupted, run_dir
+from engine.bench.reporting.run_folder import interrupted, run_dir, written
 from engine.bench.workloads.layouts import LAYOUTS
 from engine.bench.workloads.scenario import SCALES, another_agent, build_scenario
 from engine.runtime.engine import Engine
@@ -101,5 +101,4 @@ def main(args: argparse.Namespace) -> int:
     print(table(summary, COLUMNS))
     if partial:
         return interrupted(len(runs), "fleet runs", out)
-    print(f"results: {out}")
-    return 0
+    return written(out)

@@ -47,6 +47,30 @@ def test_fleet_runs_every_arm_and_load(tiny_dir, tmp_path) -> None:
         assert vllm["ttfts"] == [q["ttft_s"] for q in r["requests"]] and vllm["mean_itl_ms"] is None
 
 
+def test_overwriting_says_which_files_of_the_last_run_it_kept(tiny_dir, tmp_path, capsys) -> None:
+    """Another rate writes other `vllm_bench_serve` files: the older run's stay, and the run's last lines say so."""
+    out = tmp_path / "fleet"
+    model = str(tiny_dir("qwen2", tokenizer=True))
+    args = [
+        "fleet",
+        "--model",
+        model,
+        "--agents",
+        "2",
+        "--turns",
+        "1",
+        "--layouts",
+        "stable-first",
+        "--out",
+        str(out),
+    ]
+    assert main([*args, "--rates", "50"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--rates", "60", "--overwrite"]) == 0
+    said = capsys.readouterr().err
+    assert "--overwrite: replaced" in said and "kept vllm_bench_serve/stable-first-50rps-repeat0.json" in said
+
+
 def test_agents_share_the_system_prompt_and_wait_for_their_replies(tiny_dir) -> None:
     e = load(str(tiny_dir("qwen2", tokenizer=True)), device="cpu", cache_tokens=4096)
     shared = list(range(10, 74))  # 4 full blocks every agent starts with
