@@ -375,6 +375,21 @@ def measure(
     return result
 
 
+def alternating_times(
+    sides: dict[str, Callable[[], object]], rounds: int, device: torch.device
+) -> dict[str, list[float]]:
+    """Seconds of each call of each side over `rounds` rounds, every side once a round, device-synchronized;
+    the sides' order reverses every other round (two sides: which goes first alternates)."""
+    names = list(sides)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            start = now(device)
+            sides[name]()
+            times[name].append(now(device) - start)
+    return times
+
+
 def measure_alternating(
     benchmark: Any,
     pair: Solo,

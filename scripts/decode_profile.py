@@ -34,7 +34,7 @@ import engine  # noqa: E402  (before torch: its OpenMP threads wait passively, a
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from benchmarks.harness import decode_request, random_tokens  # noqa: E402
+from benchmarks.harness import alternating_times, decode_request, random_tokens  # noqa: E402
 from benchmarks.weight_stream import weight_rows, weight_stream  # noqa: E402
 from engine.arguments import int_flag  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
@@ -45,18 +45,6 @@ from engine.runtime.engine import Engine  # noqa: E402
 
 MATMULS = {"aten::mm", "aten::addmm", "aten::linear", "aten::matmul"}  # the stream's work; the rest is added
 Table = dict[str, tuple[float, float]]  # aten op -> (calls, self microseconds) per call
-
-
-def timed_rounds(sides: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of each side, the sides alternating call by call (which goes first alternates)."""
-    names = list(sides)
-    seconds: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            sides[name]()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
 
 
 def op_table(fn: Callable[[], object], steps: int) -> tuple[Table, float]:
@@ -91,8 +79,8 @@ def step_and_stream(
             return ours.runner.run([(req, 1)])[1].argmax().item()
 
         sides = {"step": step, "stream": stream}
-        timed_rounds(sides, 4)  # warm-up
-        seconds = timed_rounds(sides, rounds)
+        alternating_times(sides, 4, ours.device)  # warm-up
+        seconds = alternating_times(sides, rounds, ours.device)
         return seconds, {name: op_table(fn, steps) for name, fn in sides.items()}
 
 

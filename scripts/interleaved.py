@@ -34,10 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.harness import Pair, Shapes, decode_request  # noqa: E402
+from benchmarks.harness import Pair, Shapes, alternating_times, decode_request  # noqa: E402
 from engine.bench.reporting.results import git_commit  # noqa: E402
 from engine.bench.reporting.stats import paired  # noqa: E402
-from engine.devices import now  # noqa: E402
 from engine.inspect.flops import ideal_cached_ratio  # noqa: E402
 from engine.runtime.request import Request  # noqa: E402
 
@@ -48,13 +47,8 @@ def alternate(pair: Pair, a: Callable[[], object], b: Callable[[], object], roun
     """One untimed call of each, then `rounds` of both (a first in even rounds, b first in odd ones).
     Returns the report line and the median of the per-round ratios a / b."""
     a(), b()
-    times: tuple[list[float], list[float]] = ([], [])
-    for r in range(rounds):
-        sides = ((a, times[0]), (b, times[1]))
-        for fn, out in sides if r % 2 == 0 else sides[::-1]:
-            start = now(pair.device)
-            fn()
-            out.append(now(pair.device) - start)
+    timed = alternating_times({"a": a, "b": b}, rounds, pair.device)
+    times = (timed["a"], timed["b"])
     ma, mb = statistics.median(times[0]), statistics.median(times[1])
     spans = [f"{min(t) * 1e3:.0f}-{max(t) * 1e3:.0f}" for t in times]
     c = paired(times[0], times[1], "rounds")
