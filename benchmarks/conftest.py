@@ -24,11 +24,13 @@ import pytest
 import torch
 
 from benchmarks.harness import SHAPES, Pair, Shapes, Solo, available_devices
+from benchmarks.steady_malloc import steady_malloc
 from engine.errors import EngineError
 from engine.loading.sources import resolve
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 LOAD_AT_START = os.getloadavg()
+MALLOC = steady_malloc()  # before any tensor: every large block's pages kept (benchmarks/steady_malloc.py)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -167,6 +169,7 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
         shapes_left_out=fitted_shapes(config)[1],
         load_average_start=[round(x, 2) for x in LOAD_AT_START],
         load_average_end=[round(x, 2) for x in os.getloadavg()],
+        malloc=MALLOC,
     )
     if torch.cuda.is_available():
         machine_info["cuda_device"] = torch.cuda.get_device_name()
