@@ -9,7 +9,9 @@
 # as <sha>+dirty in every result and each report opens with a warning. Keeps results/REPRODUCE.md: per
 # step, the commit, time, machine and load of its newest run. The timings are the results, so before each step
 # that reads a clock it waits until the machine is quiet (1-minute load average below $QUIET_LOAD, default
-# 0.5; a step's own load takes about 80 s to decay below it) and records the load it started at.
+# 0.5; a step's own load takes about 80 s to decay below it) and records the load it started at. A step that
+# exits 4 wrote all its results but a check of its own failed (scripts/bench.sh: a benchmark's target): its row
+# says so and the run goes on, ending with status 4; any other failure stops the run, its row left as it was.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
@@ -135,10 +137,18 @@ for step in "${selected[@]}"; do
   load=$(load1 2>/dev/null || echo unknown)
   echo "[$i/${#selected[@]}] $name (load $load): $cmd" >&2
   start=$(date +%s)
-  bash -c "$cmd"
+  rc=0
+  bash -c "$cmd" || rc=$?
   took=$(($(date +%s) - start))
-  echo "[$i/${#selected[@]}] $name done in ${took}s (total $(($(date +%s) - total_start))s)" >&2
-  record "$name" "$took" "$cmd" "$load"
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 4 ]; then
+    echo "[$i/${#selected[@]}] $name failed (exit status $rc) after ${took}s; its ledger row is left as it was" >&2
+    exit "$rc"
+  fi
+  checks=""
+  if [ "$rc" -eq 4 ]; then checks=" (a check failed: exit 4)" && checks_failed=1; fi
+  echo "[$i/${#selected[@]}] $name done in ${took}s$checks (total $(($(date +%s) - total_start))s)" >&2
+  record "$name" "$took$checks" "$cmd" "$load"
 done
 total=$(($(date +%s) - total_start))
 echo "all ${#selected[@]} steps done in $((total / 60)) min $((total % 60)) s; ledger in $log" >&2
+if [ "${checks_failed:-0}" = 1 ]; then exit 4; fi

@@ -15,6 +15,7 @@ FAKE = """#!/usr/bin/env bash
 echo "$*" >> "$(dirname "$0")/calls.log"
 case "$*" in
   *cpu_bf16_flags*) echo "$BF16_FLAGS" ;;
+  "-m pytest"*) exit "${PYTEST_STATUS:-0}" ;;
 esac
 """
 
@@ -27,6 +28,7 @@ def bench_sh(
     baseline: bool = True,
     status: int = 0,
     dtypes: str | None = None,
+    pytest_status: int = 0,
 ) -> list[str]:
     (tmp_path / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "bench.sh", tmp_path / "scripts" / "bench.sh")
@@ -42,6 +44,7 @@ def bench_sh(
         "DEVICE": "cpu",
         "BF16_FLAGS": flags,
         "STRICT": strict,
+        "PYTEST_STATUS": str(pytest_status),
     }
     if dtypes is not None:
         env["DTYPES"] = dtypes
@@ -104,6 +107,19 @@ def test_strict_fails_without_a_baseline_and_compares_strict(tmp_path) -> None:
     bench_sh(tmp_path / "gate", "", strict="1", baseline=False, status=3)
     calls = bench_sh(tmp_path / "strict", "", strict="1")
     assert any("bench_compare.py" in c and c.endswith("baseline.json --strict") for c in calls)
+
+
+def test_a_case_failing_its_own_assertion_keeps_every_timing(tmp_path) -> None:
+    """pytest's exit 1 (a case's own target failed, as test_neighbour's on 2 cores): both dtypes still run,
+    are reported and compared, and the script ends with 4; a run that stops otherwise (2: interrupted, a
+    usage error) ends the script with pytest's status, nothing reported."""
+    calls = bench_sh(tmp_path / "target", "AMX-BF16", pytest_status=1, status=4)
+    assert len([c for c in calls if c.startswith("-m pytest")]) == 2
+    assert len([c for c in calls if "bench_report.py" in c]) == 2
+    assert any("bench_compare.py" in c and "run.json" in c for c in calls)
+    calls = bench_sh(tmp_path / "stopped", "AMX-BF16", pytest_status=2, status=2)
+    assert len([c for c in calls if c.startswith("-m pytest")]) == 1
+    assert not any("bench_report.py" in c for c in calls)
 
 
 def test_the_workflows_gate_on_the_same_comparison() -> None:

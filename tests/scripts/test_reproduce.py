@@ -74,6 +74,46 @@ def test_the_ledger_keeps_each_steps_newest_run(tmp_path) -> None:
     assert rows[2] == old_sink
 
 
+def test_a_step_whose_check_failed_is_recorded_as_such(tmp_path) -> None:
+    """A step exiting 4 wrote its results but a check of its own failed (bench.sh: a benchmark's target): its
+    row says so, the next step runs, and the run ends with 4. Any other failure stops the run and leaves the
+    step's row as it was."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "reproduce.sh").write_text(SCRIPT.read_text())
+    fake = tmp_path / "fake-python"
+    fake.write_text('#!/usr/bin/env bash\ncase "$*" in *layout*) exit "$LAYOUT_STATUS" ;; esac\n')
+    fake.chmod(0o755)
+    old = "| layout | `0000000` | old |"
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "REPRODUCE.md").write_text(old + "\n")
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+    ):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True)
+
+    def reproduce(layout_status: int) -> tuple[subprocess.CompletedProcess, list[str]]:
+        env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "QUIET_LOAD": "1000"}
+        run = subprocess.run(
+            ["bash", "scripts/reproduce.sh", "layout", "sink"],
+            cwd=tmp_path,
+            env={**env, "LAYOUT_STATUS": str(layout_status)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        ledger = (tmp_path / "results" / "REPRODUCE.md").read_text().splitlines()
+        return run, [r for r in ledger if r.startswith("| layout |") or r.startswith("| sink |")]
+
+    run, rows = reproduce(3)
+    assert run.returncode == 3 and "layout failed (exit status 3)" in run.stderr
+    assert rows == [old]  # the sink step never ran
+    run, rows = reproduce(4)
+    assert run.returncode == 4, run.stderr
+    assert "(a check failed: exit 4)" in rows[0] and rows[1].startswith("| sink | ")
+
+
 def test_a_step_waits_for_a_quiet_machine(tmp_path) -> None:
     """Timings are the results: no step starts while the 1-minute load is at or above QUIET_LOAD (0 here:
     never quiet), and the script says what it waits for."""
