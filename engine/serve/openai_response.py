@@ -13,7 +13,7 @@ from engine.serve.outcome import Outcome, outcome_of
 from engine.serve.recorder import Record
 from engine.serve.streaming import KEEP_ALIVE_COMMENT, AnswerStream, KeepAlive, sse
 from engine.serve.tool_calls import CallStart, Piece, Text
-from engine.serve.worker import Admitted, Delta, Failed, Finished
+from engine.serve.worker import Delta, Failed, Finished
 
 FINISH = {"end": "stop", "stop_sequence": "stop", "length": "length", "tool_calls": "tool_calls"}
 
@@ -69,8 +69,8 @@ def completion(req: ChatRequest, fin: Finished) -> dict[str, Any]:
 
 
 async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -> AsyncIterator[str]:
-    """The chunks of one answer, from the engine thread's events: the role chunk at admission, SSE comments
-    as keep-alives, then the content and the tool calls as they form."""
+    """The chunks of one answer, from the engine thread's events: SSE comments as keep-alives, the role chunk
+    with the first token, then the content and the tool calls as they form (admission sends nothing)."""
     head = {
         "id": req.request_id,
         "object": "chat.completion.chunk",
@@ -82,12 +82,16 @@ async def stream(req: ChatRequest, events: AsyncIterator[Any], record: Record) -
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
         return sse(head | {"choices": [choice]} | extra)
 
-    answer = AnswerStream(req.stop, req.calls_format)
+    answer, opened = AnswerStream(req.stop, req.calls_format), False
     async for event in events:
+        if isinstance(event, Delta | Finished) and not opened:
+            # The role chunk goes with the first token, as vLLM's server sends it: TTFT clients (`vllm bench
+            # serve`) time the first chunk with `choices`, so one sent at admission would read as the first
+            # token. Before it, keep-alives are SSE comments, which they skip.
+            opened = True
+            yield chunk({"role": "assistant", "content": ""})
         if isinstance(event, KeepAlive):
             yield KEEP_ALIVE_COMMENT
-        elif isinstance(event, Admitted):
-            yield chunk({"role": "assistant", "content": ""})
         elif isinstance(event, Delta):
             for piece in answer.feed(event.text):
                 yield chunk(_delta(req, piece))

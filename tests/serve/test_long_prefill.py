@@ -31,14 +31,15 @@ def chunked_server(tmp_path_factory: pytest.TempPathFactory, tiny_dir) -> Iterat
 
 
 def streamed(server: Server, text: str, opened: threading.Event | None = None) -> list[tuple[float, str]]:
-    """(arrival time, text) of each content chunk of a streamed chat reply; `opened` set at the first chunk."""
+    """(arrival time, text) of each content chunk of a streamed chat reply; `opened` set when its headers came
+    (the request passed its checks and went to the engine thread)."""
     chunks = []
     stream = openai_client(server).chat.completions.create(
         model="tiny", messages=[{"role": "user", "content": text}], max_tokens=32, stream=True
     )
+    if opened is not None:
+        opened.set()
     for chunk in stream:
-        if opened is not None:
-            opened.set()
         if chunk.choices and chunk.choices[0].delta.content:
             chunks.append((time.perf_counter(), chunk.choices[0].delta.content))
     return chunks
@@ -52,6 +53,10 @@ def test_a_short_reply_comes_whole_before_a_long_prefill_ends(chunked_server: Se
     long.start()
     try:
         assert opened.wait(120)  # its stream opened: it is prepared and queued for the engine
+        deadline = time.monotonic() + 120
+        while chunked_server.metric("kvtestbed_requests_running ") < 1:  # admitted: its prefill began
+            assert time.monotonic() < deadline, "the long request was never admitted"
+            time.sleep(0.05)
         short = streamed(chunked_server, "Say hello.")
     finally:
         long.join(300)

@@ -56,10 +56,16 @@ def test_a_stop_sequence_ends_a_stream_before_it() -> None:
 
 
 def test_a_call_streams_as_it_forms() -> None:
-    """Its id and name in the chunk after the delta that completes the name, then argument fragments."""
+    """Nothing at admission; the role chunk with the first delta, which completes the name: its id and name in
+    the chunk after it; then argument fragments."""
     fin = finished(CALL)
     sent = by_event(lambda e: openai_response.stream(request(), e, record), events(CALL_DELTAS, fin))
-    named = json.loads(sent[1].removeprefix("data: "))["choices"][0]["delta"]["tool_calls"][0]
+    opening, named_chunk = sent[1].strip().split("\n\n")
+    assert sent[0] == "" and json.loads(opening.removeprefix("data: "))["choices"][0]["delta"] == {
+        "role": "assistant",
+        "content": "",
+    }
+    named = json.loads(named_chunk.removeprefix("data: "))["choices"][0]["delta"]["tool_calls"][0]
     assert named["function"] == {"name": "get_weather", "arguments": ""} and named["id"].startswith("call_")
     assert '{\\"city\\": \\"Pa' in sent[2]  # a fragment of the arguments, before the call has closed
     state = ChatCompletionStreamState()

@@ -1,7 +1,8 @@
 """How a request flows through the server, against an in-process server over a tiny random Qwen2 (the offline
 Qwen tokenizer, one request in the engine at a time, a keep-alive after 50 ms of silence) whose forward
-passes a test can hold at a gate: a stream opens at admission, before any prefill has run, and keeps alive
-while its prefill or its turn in the queue takes as long as it takes; only the engine's own calls run on
+passes a test can hold at a gate: a stream opens at admission, before any prefill has run (a Chat
+Completions stream's role chunk comes with its first token), and keeps alive while its prefill or its turn in
+the queue takes as long as it takes; only the engine's own calls run on
 the engine thread; a prompt far over the context is refused without tokenizing, and nothing is kept for a
 refused prompt. Every wait is for an event (a block of the stream, the gate), none for a clock."""
 
@@ -86,7 +87,6 @@ def stream(server: InProcess, path: str, **extra: Any) -> Any:
 @pytest.mark.parametrize(
     ("path", "opening", "keep_alives", "last"),
     [
-        ("/v1/chat/completions", ['"role": "assistant"'], [KEEP_ALIVE] * 3, ["data: [DONE]"]),
         (
             "/v1/messages",
             ["event: message_start"],
@@ -127,6 +127,27 @@ def test_a_stream_opens_at_admission_and_keeps_alive_while_it_prefills(
     assert rest[-1][: len(last)] == last and len(rest) >= 4  # the tokens came after
 
 
+def test_a_chat_stream_sends_its_role_chunk_with_its_first_token(gated: tuple[InProcess, Gate]) -> None:
+    """Admitted with its prefill held, a Chat Completions stream sends only SSE comments; its first chunk with
+    `choices`, the role chunk, comes once the prefill ran: where TTFT clients (`vllm bench serve`) read the first
+    token."""
+    server, gate = gated
+    gate.close()
+    try:
+        with stream(server, "/v1/chat/completions") as response:
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-")
+            blocks = Blocks(response)
+            assert gate.held.wait(60) and not gate.opened.is_set()  # admitted; its prefill has not run
+            held = [blocks.next() for _ in range(3)]  # the first blocks: sent before the prefill could end
+            gate.open()
+            _, first = blocks.until(lambda b: b != KEEP_ALIVE)
+            rest = blocks.rest()
+    finally:
+        gate.open()
+    assert held == [KEEP_ALIVE] * 3
+    assert '"role": "assistant"' in first[0] and '"content"' in rest[0][0] and rest[-1] == ["data: [DONE]"]
+
+
 def test_a_queued_stream_opens_and_keeps_alive_before_its_turn(gated: tuple[InProcess, Gate]) -> None:
     """With the engine's only slot held by another request's prefill (and the engine thread inside that
     forward), a second stream still gets its headers and keep-alives; its role chunk comes at its turn."""
@@ -135,7 +156,6 @@ def test_a_queued_stream_opens_and_keeps_alive_before_its_turn(gated: tuple[InPr
     try:
         with stream(server, "/v1/chat/completions") as first:
             holding = Blocks(first)
-            holding.until(lambda b: b != KEEP_ALIVE)
             assert gate.held.wait(60)
             with stream(server, "/v1/chat/completions") as second:
                 assert second.status_code == 200
