@@ -5,8 +5,8 @@ Both arms time the same thing from the caller's side: chat messages in, to the f
 `Engine.generate(messages, max_new_tokens=1, on_token=...)`, from the call to the first `on_token` (template,
 tokenizer, lookup, prefill, first sample). Server: an HTTP/1.1 POST to /v1/chat/completions with
 `stream: true` (on a loopback connection opened just before, untimed), from just before the request is
-written to the first SSE chunk (the server sends it at its first token), as `vllm bench serve` times TTFT;
-the rest of the stream is read untimed. The server is another process over the same model, dtype and cache
+written to the first SSE chunk that carries the token (content, or the finish reason where the token's text
+is held back), whenever the server sends its role chunk; the rest of the stream is read untimed. The server is another process over the same model, dtype and cache
 size. Each round gives both arms the same new prompt (a fresh nonce first, so both prefill it cold but for
 the template's shared opening block, the same in both), in alternating order, after one untimed warm-up
 round. The record keeps each arm's median [min-max], the per-round ratio and overhead, and a one-sided sign
@@ -55,6 +55,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def carries_the_token(line: bytes) -> bool:
+    """An SSE line of a Chat Completions stream with the first token: a chunk whose delta has content or whose
+    choice has finished (not the role chunk, a keep-alive comment or a blank line). A stream that ends without
+    one is an error, not a time."""
+    if not line:
+        raise RuntimeError("the stream ended before its first token")
+    if not line.startswith(b"data: {"):
+        return False
+    choices = json.loads(line[6:]).get("choices") or [{}]
+    return bool(choices[0].get("delta", {}).get("content") or choices[0].get("finish_reason"))
+
+
 def sign_test(differences: list[float]) -> tuple[float, float]:
     """One-sided exact sign-test p-values (ties dropped): (P[this many or more below 0 by chance], P[this
     many or more above 0 by chance])."""
@@ -98,7 +110,7 @@ class Served:
         return connection
 
     def first_token(self, messages: list[dict[str, Any]]) -> tuple[float, dict[str, Any]]:
-        """Seconds to the first SSE chunk, and the `kvtestbed` object of the stream's end."""
+        """Seconds to the first SSE chunk carrying the token, and the `kvtestbed` object of the stream's end."""
         body = json.dumps(
             {"model": self.model, "messages": messages, "max_tokens": 1, "stream": True, "temperature": 0}
         )
@@ -106,10 +118,12 @@ class Served:
         start = time.perf_counter()
         connection.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
         reply = connection.getresponse()
-        while not reply.readline().startswith(b"data:"):
-            pass
+        line = reply.readline()
+        while not carries_the_token(line):
+            line = reply.readline()
         took = time.perf_counter() - start
-        chunks = [json.loads(line[6:]) for line in reply.read().split(b"\n") if line.startswith(b"data: {")]
+        rest = (line + reply.read()).split(b"\n")  # from the token's chunk: the report is on the last
+        chunks = [json.loads(line[6:]) for line in rest if line.startswith(b"data: {")]
         connection.close()
         return took, next(c["kvtestbed"] for c in chunks if "kvtestbed" in c)
 

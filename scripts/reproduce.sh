@@ -41,6 +41,7 @@ STEPS=(
   "agents-cache-tiny|$PY scripts/agents_cache.py --coding-model synthetic:qwen2.5-tiny --out $R/agents-cache --overwrite"
   "bench-baseline|DEVICE=cpu DTYPES=default bash scripts/bench.sh baseline"
   "bench-baseline-bfloat16|DEVICE=cpu DTYPES=bfloat16 bash scripts/bench.sh baseline"
+  "bench-serve|$PY -m pytest benchmarks/test_serve.py --devices cpu -p no:cacheprovider --benchmark-json $R/bench/cpu/serve-ttft.json"
   "bench-paged-before-after|bash scripts/bench_before_after.sh --out $R/bench/cpu/paged-before-after"
   "bench-paged-before-after-quick|bash scripts/bench_before_after.sh --quick --out $R/bench/cpu/paged-before-after-quick"
   "bench-interleaved|$PY scripts/interleaved.py --prefill 512 1024 2048 4096 --contexts 2048 4096 --warm 1024 4096 --batch 4 8 16 --solo --rounds 7 > $R/bench/cpu/interleaved.txt"
