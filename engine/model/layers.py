@@ -29,8 +29,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     in another order: equal to float rounding."""
     if not weight_first(x):
         return F.linear(x, weight, bias)
-    out = torch.mm(weight, x.t()).t().contiguous()
-    return out if bias is None else out.add_(bias)
+    return columns(x.t(), weight, bias).t().contiguous()
 
 
 def weight_first(x: torch.Tensor) -> bool:
