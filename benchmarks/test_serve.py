@@ -4,14 +4,14 @@ prompt (`serve_ttft`; ours only). Target: server ≤ 1.05 × direct + 5 ms (CPU,
 Both arms time the same thing from the caller's side: chat messages in, to the first token out. Direct:
 `Engine.generate(messages, max_new_tokens=1, on_token=...)`, from the call to the first `on_token` (template,
 tokenizer, lookup, prefill, first sample). Server: an HTTP/1.1 POST to /v1/chat/completions with
-`stream: true` (on a loopback connection opened just before, untimed), from just before the request is
-written to the first SSE chunk that carries the token (content, or the finish reason where the token's text
-is held back), whenever the server sends its role chunk; the rest of the stream is read untimed. The server is another process over the same model, dtype and cache
-size. Each round gives both arms the same new prompt (a fresh nonce first, so both prefill it cold but for
-the template's shared opening block, the same in both), in alternating order, after one untimed warm-up
-round. The record keeps each arm's median [min-max], the per-round ratio and overhead, and a one-sided sign
-test of the target on the paired rounds; the case fails only when the rounds show the target significantly
-missed (p < 0.05).
+`stream: true` (on a loopback connection opened just before, untimed), from just before the request is written
+to the first SSE chunk that carries the token (content, or the finish reason where the token's text is held
+back), whenever the server sends its role chunk; the rest of the stream is read untimed. The server is another
+process over the same model, dtype and cache size. Each round gives both arms the same new prompt (a fresh
+nonce first, so both prefill it cold but for the template's shared opening block, the same in both), in
+alternating order, after one untimed warm-up round. The record keeps each arm's median [min-max], the
+per-round ratio and overhead, and a one-sided sign test of the target on the paired rounds; the case fails
+only when the rounds show the target significantly missed (p < 0.05).
 """
 
 from __future__ import annotations
