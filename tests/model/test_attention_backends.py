@@ -19,7 +19,7 @@ from engine.kv.pool import KVCache
 from engine.kv.slots import slots_of
 from engine.kv.step import SeqSpan
 from engine.model import attention
-from engine.model.attention import pool_reads, sdpa
+from engine.model.attention import run_reads, sdpa
 from engine.model.attention.torch_sdpa import TorchBackend
 from engine.model.config import ModelConfig
 
@@ -138,7 +138,7 @@ def short_runs(monkeypatch: pytest.MonkeyPatch) -> int:
     """Runs of at least 8 tokens (two blocks) read in place, shorter ones gathered: the tests' pool holds
     128 bytes of K/V a token and layer, where a real model's runs are read in place from a few hundred
     tokens. Returns the tokens."""
-    monkeypatch.setattr(pool_reads, "IN_PLACE_BYTES", 8 * 2 * KVH * D * 4)
+    monkeypatch.setattr(run_reads, "IN_PLACE_BYTES", 8 * 2 * KVH * D * 4)
     return 8
 
 
@@ -202,7 +202,57 @@ def test_cpu_decode_rows_gather_only_their_short_runs(short_runs: int) -> None:
     plan = backend.plan(spans, kv)
     assert plan.mode == "runs" and [len(r) for r in plan.runs] == [1, 4, 4, 2]
     assert plan.reads.gathered == (2 + 4) * BS
-    assert [len(r) for r in plan.reads.in_place] == [1, 2, 0, 2]
+    assert [len(r) for r in plan.reads.reads] == [1, 3, 1, 2]  # the second row: two long runs, a segment
+    for layer in range(LAYERS):
+        out = plan.forward(layer, q[layer], q[layer], q[layer])
+        for b, span in enumerate(spans):
+            expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
+            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+            row = q[layer][b : b + 1]
+            assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
+
+
+# Decode rows (BS = 4; runs of 8 tokens or more are long under `short_runs`): four over one cached prefix in
+# blocks 0-2, three going on in one block each (2 tokens) and one in two (7 tokens); two whose blocks all lie
+# apart, 15 tokens each (one segment). In two orders: each call's rows consecutive, or not.
+SHARING = [([20, 30, 40, 50], 15), ([0, 1, 2, 7], 14), ([0, 1, 2, 8], 14), ([0, 1, 2, 9], 14)]
+SHARING += [([0, 1, 2, 10, 11], 19), ([60, 70, 80, 90], 15)]
+ORDERS = {
+    "consecutive": ([0, 1, 2, 3, 4, 5], [[[0, 5], [1, 2, 3, 4]], [[1, 2, 3], [4]]]),
+    "interleaved": ([0, 1, 2, 5, 3, 4], [[[0, 3], [1, 2, 4, 5]], [[1, 2, 4], [5]]]),
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_decode_rows_share_their_calls_and_stay_bitwise_alone(short_runs: int, order: str) -> None:
+    """Rows reading one run of the pool read it in one call (its view expanded over them); short reads of
+    equal length are gathered into one call: 4 calls a layer where each row's own reads took 10, and every
+    row equals causal attention over its keys and, bit for bit, the row its sequence's own step computes."""
+    rows_order, calls = ORDERS[order]
+    g = torch.Generator().manual_seed(7)
+    kv, spans, keys, values = pool(), [], [], []
+    prefix = [
+        (torch.randn(12, KVH, D, generator=g), torch.randn(12, KVH, D, generator=g)) for _ in range(LAYERS)
+    ]
+    for table, end in (SHARING[i] for i in rows_order):
+        rows = [
+            (torch.randn(end, KVH, D, generator=g), torch.randn(end, KVH, D, generator=g))
+            for _ in range(LAYERS)
+        ]
+        if table[0] == 0:
+            rows = [
+                (torch.cat((pk, k[12:])), torch.cat((pv, v[12:])))
+                for (pk, pv), (k, v) in zip(prefix, rows, strict=True)
+            ]
+        for layer, (k, v) in enumerate(rows):
+            kv.write(layer, torch.tensor(slots_of(table, 0, end, BS)), k, v)
+        keys.append([k for k, _ in rows])
+        values.append([v for _, v in rows])
+        spans.append(SeqSpan(end - 1, 1, table))
+    q = torch.randn(LAYERS, len(spans), H, D, generator=g)
+    backend = TorchBackend(torch.device("cpu"))
+    plan = backend.plan(spans, kv)
+    assert [[c.rows for c in p.calls] for p in plan.reads.passes] == calls
     for layer in range(LAYERS):
         out = plan.forward(layer, q[layer], q[layer], q[layer])
         for b, span in enumerate(spans):
@@ -226,8 +276,8 @@ def test_a_row_of_short_runs_is_one_call_over_its_keys_in_order(short_runs: int)
 @pytest.mark.parametrize("batch", [1, 8, 32])
 def test_calls_per_layer_by_batch(batch: int, monkeypatch) -> None:
     """Prefills after a prefix: the same number of kernel calls per layer at 1, 8 and 32 sequences. CPU
-    decode rows over scattered blocks: one call per row (a row's short runs gathered into one segment), and
-    one gather per layer (K and V) for all of them."""
+    decode rows over scattered blocks (each row's short runs gathered into one segment): one call per
+    context length (seven of them), and one gather per layer (K and V) for all of them."""
     calls: list[int] = []
     fused = sdpa._flash_cpu
     monkeypatch.setattr(sdpa, "_flash_cpu", lambda *a, **k: calls.append(1) or fused(*a, **k))
@@ -235,7 +285,7 @@ def test_calls_per_layer_by_batch(batch: int, monkeypatch) -> None:
     select = torch.index_select
     monkeypatch.setattr(torch, "index_select", lambda *a, **k: gathers.append(1) or select(*a, **k))
     decode, prefill = [(20 + i % 7, 1) for i in range(batch)], [(4, 3)] * batch
-    for shape, per_layer in ((decode, batch), (prefill, 2)):
+    for shape, per_layer in ((decode, min(batch, 7)), (prefill, 2)):
         kv, spans, q, full = step(shape)
         plan = TorchBackend(torch.device("cpu")).plan(spans, kv)
         calls.clear()

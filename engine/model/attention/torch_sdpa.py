@@ -16,12 +16,10 @@ scatters the output back). Per layer, a fixed number of calls serves the whole b
   by one call without a causal mask (one sequence's query heads folded into its rows per KV head), the new
   keys by one causal call, both returning their log-sum-exps, merged exactly (`merge`): the work of the FLOP
   model, where one masked call over all keys would compute every (query, key) score and skip none;
-- `runs` (every CPU decode step): each sequence's query over its runs of consecutive blocks, one call per
-  run, merged by log-sum-exp: one or two runs read in place; of more, the long ones in place and the short
-  ones (where there are two or more) gathered into one segment, all rows' by one index a layer
-  (`RunReads`): a gather of every sequence's whole context every layer copied what lay in place; each run's
-  view of every layer made once per step, a layer's read one index. A row reads the same alone or beside
-  any others;
+- `runs` (every CPU decode step): each sequence's query over its runs of consecutive blocks, merged by
+  log-sum-exp (`RunReads`): long runs read in place, a row's short ones (of more than two runs) gathered
+  into one segment; rows reading one run (a shared prefix) read it in one call, short reads of equal length
+  gathered into one call. A row's output is bitwise the same alone or beside any others;
 - `padded` (a CPU prefill of one sequence after a short prefix, `padding_pays`): one causal call over its
   keys [0, start + length), its query rows placed after `start` rows of zeros: the cold prefill's kernel
   work and rounding (bitwise equal to it), start x start / 2 scores wasted.
@@ -43,7 +41,8 @@ from engine.devices import to_device
 from engine.kv.decode_buffers import DecodeBuffers
 from engine.kv.pool import KVCache
 from engine.kv.step import SeqSpan
-from engine.model.attention.pool_reads import RunReads, runs_of, slots
+from engine.model.attention.pool_reads import runs_of, slots
+from engine.model.attention.run_reads import RunReads
 from engine.model.attention.sdpa import attend
 from engine.model.attention.torch_decode import TorchDecode
 from engine.model.causal_attention import merge
@@ -139,7 +138,7 @@ class TorchPlan:
 
     def forward(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         if self.mode == "runs":
-            return self._by_runs(layer, q)
+            return self.reads.forward(layer, q)
         qb, native = self._batched(q), self.native_gqa
         if self.mode == "causal":
             out = attend(qb, self._batched(k), self._batched(v), None, True, native)[0]
@@ -182,27 +181,6 @@ class TorchPlan:
             rows = self.mask.expand(b, 1, self.width, keys)[:, :, None].expand(b, 1, group, self.width, keys)
             self.folded = rows.reshape(b, 1, group * self.width, keys)
         return self.folded
-
-    def _by_runs(self, layer: int, q: torch.Tensor) -> torch.Tensor:
-        """Decode rows `[n, heads, head_dim]`, each sequence's query over its reads (`RunReads`: long runs of
-        consecutive blocks in place, short ones gathered; CPU flash, one call each), merged by their
-        log-sum-exps."""
-        queries, rows = q[:, :, None], []
-        for b, views in enumerate(self.reads.rows(layer)):
-            row = queries if self.n == 1 else queries[b : b + 1]
-            out = lse = None
-            for i, (keys, values) in enumerate(views):
-                o, lse_run = attend(row, keys, values, None, False, True)
-                assert lse_run is not None
-                if out is None or lse is None:
-                    out, lse = o, lse_run
-                    continue
-                out = merge(out, lse, o, lse_run)
-                if i + 1 < len(views):  # the union's log-sum-exp, for the next run's merge
-                    lse = torch.logaddexp(lse, lse_run)
-            assert out is not None
-            rows.append(out)
-        return (rows[0] if self.n == 1 else torch.cat(rows)).view(q.shape)
 
     def _batched(self, x: torch.Tensor) -> torch.Tensor:
         """Step rows `[T, heads, head_dim]` as the padded batch `[sequences, heads, width, head_dim]`."""
