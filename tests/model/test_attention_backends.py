@@ -191,6 +191,18 @@ def mixed_rows():
     return kv, spans, keys, values, torch.randn(LAYERS, len(spans), H, D, generator=g)
 
 
+def assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q) -> None:  # noqa: ANN001
+    """Every decode row of `plan`, in every layer, equals causal attention over its keys, and bit for bit the
+    row its sequence's own step computes."""
+    for layer in range(LAYERS):
+        out = plan.forward(layer, q[layer], q[layer], q[layer])
+        for b, span in enumerate(spans):
+            expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
+            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+            row = q[layer][b : b + 1]
+            assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
+
+
 def test_cpu_decode_rows_gather_only_their_short_runs(short_runs: int) -> None:
     """A row of one or two runs reads them in place; of more, its long runs in place and its short ones, where
     it has two or more, gathered (one index a layer for the whole step, whole blocks: 2 of the second row, 4
@@ -203,13 +215,7 @@ def test_cpu_decode_rows_gather_only_their_short_runs(short_runs: int) -> None:
     assert plan.mode == "runs" and [len(r) for r in plan.runs] == [1, 4, 4, 2]
     assert plan.reads.gathered == (2 + 4) * BS
     assert [len(r) for r in plan.reads.reads] == [1, 3, 1, 2]  # the second row: two long runs, a segment
-    for layer in range(LAYERS):
-        out = plan.forward(layer, q[layer], q[layer], q[layer])
-        for b, span in enumerate(spans):
-            expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
-            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
-            row = q[layer][b : b + 1]
-            assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
+    assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q)
 
 
 # Decode rows (BS = 4; runs of 8 tokens or more are long under `short_runs`): four over one cached prefix in
@@ -253,13 +259,7 @@ def test_decode_rows_share_their_calls_and_stay_bitwise_alone(short_runs: int, o
     backend = TorchBackend(torch.device("cpu"))
     plan = backend.plan(spans, kv)
     assert [[c.rows for c in p.calls] for p in plan.reads.passes] == calls
-    for layer in range(LAYERS):
-        out = plan.forward(layer, q[layer], q[layer], q[layer])
-        for b, span in enumerate(spans):
-            expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
-            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
-            row = q[layer][b : b + 1]
-            assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
+    assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q)
 
 
 def test_a_row_of_short_runs_is_one_call_over_its_keys_in_order(short_runs: int) -> None:
