@@ -35,12 +35,12 @@ CASES = {
 }
 
 
-def pool(blocks: int = 256) -> KVCache:
+def pool(blocks: int = 256, dtype: torch.dtype = torch.float32) -> KVCache:
     cfg = ModelConfig.__new__(ModelConfig)
     object.__setattr__(cfg, "num_layers", LAYERS)
     object.__setattr__(cfg, "num_kv_heads", KVH)
     object.__setattr__(cfg, "head_dim", D)
-    kv = KVCache(cfg, blocks, BS, torch.float32, torch.device("cpu"))
+    kv = KVCache(cfg, blocks, BS, dtype, torch.device("cpu"))
     kv.k.fill_(float("nan"))  # a slot no sequence wrote must never reach an output
     kv.v.fill_(float("nan"))
     return kv
@@ -191,14 +191,14 @@ def mixed_rows():
     return kv, spans, keys, values, torch.randn(LAYERS, len(spans), H, D, generator=g)
 
 
-def assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q) -> None:  # noqa: ANN001
-    """Every decode row of `plan`, in every layer, equals causal attention over its keys, and bit for bit the
-    row its sequence's own step computes."""
+def assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q, tol=1e-5) -> None:  # noqa: ANN001
+    """Every decode row of `plan`, in every layer, equals causal attention over its keys (to `tol`), and bit
+    for bit the row its sequence's own step computes."""
     for layer in range(LAYERS):
         out = plan.forward(layer, q[layer], q[layer], q[layer])
         for b, span in enumerate(spans):
             expected = reference(q[layer][b : b + 1], keys[b][layer], values[b][layer], span.start)
-            torch.testing.assert_close(out[b : b + 1], expected, atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(out[b : b + 1], expected, atol=tol, rtol=tol)
             row = q[layer][b : b + 1]
             assert torch.equal(out[b : b + 1], backend.plan([span], kv).forward(layer, row, row, row))
 
@@ -229,22 +229,28 @@ ORDERS = {
 }
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("order", ORDERS)
-def test_decode_rows_share_their_calls_and_stay_bitwise_alone(short_runs: int, order: str) -> None:
+def test_decode_rows_share_their_calls_and_stay_bitwise_alone(
+    order: str, dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Rows reading one run of the pool read it in one call (its view expanded over them); short reads of
     equal length are gathered into one call: 4 calls a layer where each row's own reads took 10, and every
-    row equals causal attention over its keys and, bit for bit, the row its sequence's own step computes."""
+    row equals causal attention over its keys and, bit for bit, the row its sequence's own step computes
+    (in bfloat16 too, where the merge converts to float32 and back)."""
+    monkeypatch.setattr(
+        run_reads, "IN_PLACE_BYTES", 8 * 2 * KVH * D * dtype.itemsize
+    )  # 8 tokens, as `short_runs`
     rows_order, calls = ORDERS[order]
     g = torch.Generator().manual_seed(7)
-    kv, spans, keys, values = pool(), [], [], []
-    prefix = [
-        (torch.randn(12, KVH, D, generator=g), torch.randn(12, KVH, D, generator=g)) for _ in range(LAYERS)
-    ]
+    kv, spans, keys, values = pool(dtype=dtype), [], [], []
+
+    def randn(n: int) -> torch.Tensor:
+        return torch.randn(n, KVH, D, generator=g).to(dtype)
+
+    prefix = [(randn(12), randn(12)) for _ in range(LAYERS)]
     for table, end in (SHARING[i] for i in rows_order):
-        rows = [
-            (torch.randn(end, KVH, D, generator=g), torch.randn(end, KVH, D, generator=g))
-            for _ in range(LAYERS)
-        ]
+        rows = [(randn(end), randn(end)) for _ in range(LAYERS)]
         if table[0] == 0:
             rows = [
                 (torch.cat((pk, k[12:])), torch.cat((pv, v[12:])))
@@ -255,11 +261,12 @@ def test_decode_rows_share_their_calls_and_stay_bitwise_alone(short_runs: int, o
         keys.append([k for k, _ in rows])
         values.append([v for _, v in rows])
         spans.append(SeqSpan(end - 1, 1, table))
-    q = torch.randn(LAYERS, len(spans), H, D, generator=g)
+    q = torch.randn(LAYERS, len(spans), H, D, generator=g).to(dtype)
     backend = TorchBackend(torch.device("cpu"))
     plan = backend.plan(spans, kv)
     assert [[c.rows for c in p.calls] for p in plan.reads.passes] == calls
-    assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert_rows_exact_and_alone(backend, plan, kv, spans, keys, values, q, tol)
 
 
 def test_a_row_of_short_runs_is_one_call_over_its_keys_in_order(short_runs: int) -> None:
