@@ -128,6 +128,27 @@ def warm_against_contiguous(run: Run) -> list[str]:
     return table(header, rows) if rows else []
 
 
+def serve(run: Run) -> list[str]:
+    """The streamed TTFT through the server against the direct engine call, alternating: each arm's median
+    [min–max] over the rounds, the per-round ratio, and the target's verdict."""
+    rows = [
+        [
+            str(info["tokens"]),
+            *(
+                f"{seconds(info[arm]['median'])} [{seconds(info[arm]['min'])}–{seconds(info[arm]['max'])}]"
+                for arm in ("direct_s", "server_s")
+            ),
+            f"{info['ratio']['median']:.3f} [{info['ratio']['min']:.3f}–{info['ratio']['max']:.3f}]",
+            str(info["ratio"]["n"]),
+            f"{info['verdict']} ({info['target']})",
+        ]
+        for info in sorted(run.info.values(), key=lambda info: info.get("tokens", 0))
+        if info["case"] == "serve_ttft"
+    ]
+    header = ["prompt tokens", "direct", "server", "server / direct [min–max of rounds]", "rounds", "target"]
+    return table(header, rows) if rows else []
+
+
 def alternating(run: Run) -> list[str]:
     """Cold prefill, ours and theirs alternating call by call: the median per-pair ratio with its range."""
     rows = [
@@ -292,6 +313,10 @@ def summary(run: Run) -> str:
         "## Cold prefill, ours and transformers alternating call by call",
         "",
         *alternating(run),
+        "",
+        "## Serve TTFT: the server's first streamed token against the direct engine call, alternating",
+        "",
+        *serve(run),
         "",
         "## Many requests at once (generate_many): decode throughput and batched prefill",
         "",

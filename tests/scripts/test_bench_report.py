@@ -59,3 +59,23 @@ def test_the_warm_section_gives_a_ratio_against_each_of_transformers_caches(tmp_
     assert "| 2048+64 | DynamicCache | 0.900 [0.850–0.970] | 6 | 0.040 |" in text
     assert "| 2048+64 | StaticCache | 1.010 [0.950–1.080] | 6 | 0.040 |" in text
     assert "| 2048+64 | cold" not in text  # warm/cold cached 2048+64 is another section's
+
+
+def test_the_serve_section_gives_both_arms_the_ratio_and_the_verdict(tmp_path: Path) -> None:
+    """benchmarks/test_serve.py's record: each arm's and the per-round ratio's median [min–max], the target."""
+    serve = record(
+        1.6,
+        case="serve_ttft",
+        impl="server/direct",
+        tokens=512,
+        direct_s={"median": 1.5, "min": 1.4, "max": 2.0, "n": 7},
+        server_s={"median": 1.6, "min": 1.45, "max": 2.1, "n": 7},
+        ratio={"median": 1.02, "min": 0.9, "max": 1.06, "n": 7},
+        target="server <= 1.05 x direct + 5 ms",
+        verdict="within noise",
+    )
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"machine_info": {}, "benchmarks": [serve]}))
+    text = bench_report.summary(bench_report.load_run(path))
+    row = "| 512 | 1.500 s [1.400 s–2.000 s] | 1.600 s [1.450 s–2.100 s] | 1.020 [0.900–1.060] | 7 |"
+    assert row + " within noise (server <= 1.05 x direct + 5 ms) |" in text
