@@ -92,7 +92,8 @@ class RunReads:
         if self.blocks:
             starts = to_device([b * bs for b in self.blocks], torch.long, device)
             self.slots = (starts[:, None] + torch.arange(bs, device=device)).view(-1)
-            self.buffers = (self._empty(0), self._empty(1))
+            k, v = (p.new_empty(self.gathered, *p.shape[-2:]) for p in self.pools)
+            self.buffers = (k, v)
         views = iter(self._buffer_views(gathered))
         self.passes = [self._pass([self._call(rows, read, views) for rows, read in plan]) for plan in plans]
 
@@ -154,9 +155,8 @@ class RunReads:
                 continue
             seen = select(lse, p.rows)
             merged = merge(select(out, p.rows), seen, o, lse_read)
-            union = (
-                None if i + 1 == len(self.passes) else torch.logaddexp(seen, lse_read)
-            )  # for the next merge
+            last = i + 1 == len(self.passes)
+            union = None if last else torch.logaddexp(seen, lse_read)  # the union's, for the next merge
             if p.rows is None:
                 out, lse = merged, lse if union is None else union
             elif isinstance(p.rows, slice):
@@ -169,9 +169,6 @@ class RunReads:
                     lse.index_copy_(0, p.rows, union)
         assert out is not None
         return out.view(q.shape)
-
-    def _empty(self, which: int) -> torch.Tensor:
-        return self.pools[which].new_empty(self.gathered, *self.pools[which].shape[-2:])
 
     def _buffer_views(
         self, gathered: list[tuple[list[int], int, int, int]]
@@ -204,9 +201,8 @@ class RunReads:
     def _pass(self, calls: list[Call]) -> Pass:
         served = [b for c in calls for b in c.rows]
         rows = sorted(served)
-        order = (
-            None if served == rows else to_device([served.index(b) for b in rows], torch.long, self.device)
-        )
+        at = {b: j for j, b in enumerate(served)}  # each row's place among the calls' outputs
+        order = None if served == rows else to_device([at[b] for b in rows], torch.long, self.device)
         return Pass(calls, self._rows(rows), order)
 
     def _rows(self, rows: list[int]) -> Rows:
